@@ -1,0 +1,21 @@
+# The two commands a new user needs (see README.md):
+#   make example   install everything and run examples/orders_per_minute.py
+#   make test      lint, type-check and run the whole test suite
+VENV := .venv
+PY := $(VENV)/bin/python
+
+.PHONY: install example test bench
+
+install:
+	bash scripts/bootstrap.sh
+
+example: install
+	$(PY) examples/orders_per_minute.py
+
+test: install
+	$(PY) -m ruff check sparkbeam tests examples benchmarks
+	$(PY) -m mypy
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest
+
+bench: install
+	$(PY) benchmarks/run.py

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs everything sparkbeam needs on a fresh machine, idempotently:
+# Java 17+ (for the Spark runner), a virtualenv in .venv, and the package
+# with its spark and test extras. Re-running it is cheap: pip is skipped
+# while pyproject.toml is unchanged.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+VENV=.venv
+
+need_java() {
+  command -v java >/dev/null 2>&1 || return 0
+  local major
+  major=$(java -version 2>&1 | awk -F'"' '/version/ {print $2}' | cut -d. -f1)
+  [ "${major:-0}" -ge 17 ] && return 1 || return 0
+}
+
+if need_java; then
+  echo "bootstrap: installing Java 17 (needed by PySpark 4)"
+  if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+fi
+
+if ! "$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)'; then
+  echo "bootstrap: sparkbeam needs Python 3.11 or newer; set PYTHON=/path/to/python3.11" >&2
+  exit 1
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PYTHON" -m venv "$VENV"
+fi
+
+stamp="$VENV/.sparkbeam-installed"
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  "$VENV/bin/python" -m pip install -q --upgrade pip
+  "$VENV/bin/python" -m pip install -q -e '.[spark,test]'
+  touch "$stamp"
+fi

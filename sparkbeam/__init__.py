@@ -1,0 +1,50 @@
+"""sparkbeam: Beam-style pipelines with event-time watermarks as messages.
+
+One pipeline, two runners that agree row for row: `"direct"` (in-process,
+checks invariant W on every edge) and `"spark"` (PySpark).
+"""
+
+from sparkbeam.errors import DataError, InvariantViolation, PipelineError
+from sparkbeam.graph import PTransform
+from sparkbeam.messages import Watermark
+from sparkbeam.pipeline import PCollection, Pipeline, PipelineResult
+from sparkbeam.runners.direct import DirectRunner
+from sparkbeam.schema import Schema
+from sparkbeam.testing import assert_that, equal_to
+from sparkbeam.transforms.combine import CombineFn, CombinePerKey, Count, Max, Mean, Min, Sum
+from sparkbeam.transforms.elementwise import Expr, Filter, Map, Select, col
+from sparkbeam.transforms.sources import Create, TestStream
+from sparkbeam.transforms.watermark import WithWatermark
+from sparkbeam.transforms.windows import Hop, Tumble
+
+__all__ = [
+    "CombineFn",
+    "CombinePerKey",
+    "Count",
+    "Create",
+    "DataError",
+    "DirectRunner",
+    "Expr",
+    "Filter",
+    "Hop",
+    "InvariantViolation",
+    "Map",
+    "Max",
+    "Mean",
+    "Min",
+    "PCollection",
+    "PTransform",
+    "Pipeline",
+    "PipelineError",
+    "PipelineResult",
+    "Schema",
+    "Select",
+    "Sum",
+    "TestStream",
+    "Tumble",
+    "Watermark",
+    "WithWatermark",
+    "assert_that",
+    "col",
+    "equal_to",
+]

@@ -1,0 +1,96 @@
+"""The graph's building blocks: transforms, nodes and what is known of each edge.
+
+Transforms subclass `PTransform` (composites, with `expand`) or
+`PrimitiveTransform` (what runners implement, with `infer`, which validates
+the inputs when the transform is applied). `Pipeline` and `PCollection` live in
+`sparkbeam.pipeline`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import attrs
+
+from sparkbeam.errors import PipelineError
+from sparkbeam.schema import Schema
+
+if TYPE_CHECKING:
+    from sparkbeam.pipeline import PCollection
+
+
+@attrs.frozen
+class EdgeInfo:
+    """What is known of a PCollection when the pipeline is built."""
+
+    schema: Schema
+    bounded: bool
+    watermarked: frozenset[str] = frozenset()
+    """Columns that may carry a watermark on this edge."""
+
+
+@attrs.frozen(eq=False)
+class Node:
+    """One applied primitive transform: the graph's unit."""
+
+    id: int
+    label: str
+    transform: PrimitiveTransform
+    inputs: tuple[int, ...]
+    info: EdgeInfo
+
+
+class PTransform:
+    """A step of a pipeline. Apply with `pcoll | transform` or `pcoll | "label" >> transform`.
+
+    Composite transforms override `expand(*inputs)` and return the PCollection
+    built from other transforms.
+    """
+
+    def expand(self, *inputs: PCollection) -> PCollection:
+        raise NotImplementedError(f"{type(self).__name__} must implement expand()")
+
+    def default_label(self) -> str:
+        return type(self).__name__
+
+    def __rrshift__(self, label: str) -> Labelled:
+        if not isinstance(label, str):
+            return NotImplemented
+        return Labelled(label, self)
+
+    def __ror__(self, left: object) -> PCollection:
+        raise PipelineError(
+            f"{self.default_label()}: apply a transform to a Pipeline or a PCollection, "
+            f"not to {type(left).__name__}"
+        )
+
+
+class PrimitiveTransform(PTransform):
+    """A transform that runners implement directly; it validates its inputs in `infer`."""
+
+    def extra_inputs(self) -> tuple[PCollection, ...]:
+        """Inputs given as arguments (the other sides of a `Union` or `Join`)."""
+        return ()
+
+    def snapshot(self) -> PrimitiveTransform:
+        """The frozen value stored in the graph (itself, unless it is a builder)."""
+        return self
+
+    def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
+        """Validate the inputs and describe the output; raise `PipelineError` naming `label`."""
+        raise NotImplementedError
+
+    def expand(self, *inputs: PCollection) -> PCollection:
+        raise PipelineError(f"{self.default_label()} is applied by the pipeline, not expanded")
+
+
+@attrs.frozen
+class Labelled:
+    """`"label" >> transform`."""
+
+    label: str
+    transform: PTransform
+
+    def __ror__(self, left: object) -> PCollection:
+        raise PipelineError(f"{self.label}: apply to a Pipeline or a PCollection")

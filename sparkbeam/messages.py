@@ -1,0 +1,20 @@
+"""The watermark message, the one stream message users see."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+
+@attrs.frozen
+class Watermark:
+    """`Watermark(column, value)`: every later row on this edge has `row[column] >= value`.
+
+    Values on one column of one edge never decrease (invariant W, SPEC section 2).
+    Inside a runner the value of a `datetime` column is integer microseconds;
+    `result.watermarks(pc)` gives it back as a naive UTC `datetime`.
+    """
+
+    column: str
+    value: Any

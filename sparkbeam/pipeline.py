@@ -1,0 +1,252 @@
+"""Building the graph: `Pipeline`, `PCollection` and `PTransform`.
+
+A pipeline is a list of frozen `Node`s, each one primitive transform applied to
+the outputs of earlier nodes. Applying a transform validates it against what
+is known of its inputs (`EdgeInfo`: schema, boundedness, which columns may
+carry watermarks) and raises `PipelineError` at once when it cannot work.
+Composite transforms implement `expand` in terms of other transforms and cost
+a runner nothing. Runners take the finished list of nodes.
+"""
+
+from __future__ import annotations
+
+import importlib
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Protocol
+
+from sparkbeam.errors import PipelineError
+from sparkbeam.graph import EdgeInfo, Labelled, Node, PrimitiveTransform, PTransform
+from sparkbeam.messages import Watermark
+from sparkbeam.schema import Row, Schema
+from sparkbeam.time import Duration
+from sparkbeam.transforms.combine import AggregateFn, CombineFn, CombinePerKey
+from sparkbeam.transforms.elementwise import Expr, Filter, Map, Select
+from sparkbeam.transforms.watermark import WithWatermark
+from sparkbeam.transforms.windows import Hop, Tumble
+
+
+class PipelineResult(Protocol):
+    """What a finished run gives back (SPEC section 5)."""
+
+    def collect(self, pcoll: PCollection) -> list[Row]: ...
+
+    def late_count(self, pcoll: PCollection) -> int: ...
+
+
+class Runner(Protocol):
+    def run(self, pipeline: Pipeline) -> PipelineResult: ...
+
+
+_RUNNERS = {
+    "direct": ("sparkbeam.runners.direct", "DirectRunner"),
+    "spark": ("sparkbeam.runners.spark", "SparkRunner"),
+}
+
+
+def _resolve_runner(runner: str | Runner | None) -> Runner:
+    if runner is None:
+        runner = "direct"
+    if not isinstance(runner, str):
+        return runner
+    if runner not in _RUNNERS:
+        raise PipelineError(f"unknown runner {runner!r}: use one of {sorted(_RUNNERS)}")
+    module_name, class_name = _RUNNERS[runner]
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise PipelineError(
+            f"runner {runner!r} is not available: {exc}. "
+            "The Spark runner needs the spark extra: pip install 'sparkbeam[spark]'"
+        ) from exc
+    factory: Callable[[], Runner] = getattr(module, class_name)
+    return factory()
+
+
+class Pipeline:
+    """A graph of transforms, run by a runner (`"direct"` by default, or `"spark"`).
+
+    As a context manager it runs on a clean exit and keeps the result in
+    `p.result`; `p.run()` runs it and returns the same result.
+    """
+
+    def __init__(self, runner: str | Runner | None = None) -> None:
+        self.runner = _resolve_runner(runner)
+        self.nodes: list[Node] = []
+        self.result: PipelineResult | None = None
+        self._labels: set[str] = set()
+        self._scopes: list[str] = []
+        self._handles: weakref.WeakValueDictionary[int, PCollection] = weakref.WeakValueDictionary()
+        self._assertions: list[tuple[PCollection, Callable[[list[Row]], None], str]] = []
+
+    def __or__(self, transform: PTransform | Labelled) -> PCollection:
+        return self.apply(transform, ())
+
+    def apply(
+        self,
+        transform: PTransform | Labelled,
+        inputs: tuple[PCollection, ...],
+        label: str | None = None,
+    ) -> PCollection:
+        """Apply `transform` to `inputs` (empty for a source)."""
+        if isinstance(transform, Labelled):
+            return self.apply(transform.transform, inputs, transform.label)
+        if not isinstance(transform, PTransform):
+            raise PipelineError(
+                f"cannot apply {transform!r}: it is not a transform (sb.Create, sb.Tumble, ...)"
+            )
+        for pcoll in inputs:
+            if pcoll.pipeline is not self:
+                raise PipelineError(
+                    f"{label or transform.default_label()}: its input belongs to another pipeline"
+                )
+        full_label = self._unique_label(label or transform.default_label())
+        if not isinstance(transform, PrimitiveTransform):
+            self._scopes.append(full_label)
+            try:
+                return transform.expand(*inputs)
+            finally:
+                self._scopes.pop()
+        transform = transform.snapshot()
+        all_inputs = inputs + transform.extra_inputs()
+        for pcoll in all_inputs:
+            if not isinstance(pcoll, PCollection) or pcoll.pipeline is not self:
+                raise PipelineError(
+                    f"{full_label}: every input must be a PCollection of this pipeline, "
+                    f"got {pcoll!r}"
+                )
+        info = transform.infer([pcoll.info for pcoll in all_inputs], full_label)
+        node = Node(
+            len(self.nodes), full_label, transform, tuple(p.node.id for p in all_inputs), info
+        )
+        self.nodes.append(node)
+        pcoll = PCollection(self, node)
+        self._handles[node.id] = pcoll
+        return pcoll
+
+    def _unique_label(self, label: str) -> str:
+        full = "/".join([*self._scopes, label])
+        candidate, n = full, 1
+        while candidate in self._labels:
+            n += 1
+            candidate = f"{full}_{n}"
+        self._labels.add(candidate)
+        return candidate
+
+    def live_node_ids(self) -> frozenset[int]:
+        """Nodes whose PCollection the user still holds: the edges a runner records."""
+        return frozenset(self._handles.keys())
+
+    def run(self) -> PipelineResult:
+        """Run the pipeline on its runner, check `assert_that`s, and return the result."""
+        result = self.runner.run(self)
+        self.result = result
+        for pcoll, matcher, label in self._assertions:
+            try:
+                matcher(result.collect(pcoll))
+            except AssertionError as exc:
+                raise AssertionError(f"{label} failed on {pcoll.node.label}: {exc}") from exc
+        return result
+
+    def add_assertion(
+        self, pcoll: PCollection, matcher: Callable[[list[Row]], None], label: str
+    ) -> None:
+        self._assertions.append((pcoll, matcher, label))
+
+    def __enter__(self) -> Pipeline:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            self.run()
+
+
+class PCollection:
+    """The output of a transform: a stream of rows with a schema, and its watermarks."""
+
+    __slots__ = ("__weakref__", "node", "pipeline")
+
+    def __init__(self, pipeline: Pipeline, node: Node) -> None:
+        self.pipeline = pipeline
+        self.node = node
+
+    @property
+    def info(self) -> EdgeInfo:
+        return self.node.info
+
+    @property
+    def schema(self) -> Schema:
+        return self.node.info.schema
+
+    @property
+    def bounded(self) -> bool:
+        return self.node.info.bounded
+
+    @property
+    def watermarked_columns(self) -> frozenset[str]:
+        return self.node.info.watermarked
+
+    def __repr__(self) -> str:
+        return f"PCollection[{self.node.label}]({self.schema.describe()})"
+
+    def __or__(self, transform: PTransform | Labelled) -> PCollection:
+        return self.pipeline.apply(transform, (self,))
+
+    # The fluent API: one method per transform, same arguments (SPEC section 4).
+
+    def with_watermark(self, column: str, delay: Duration, emit: str = "periodic") -> PCollection:
+
+        return self | WithWatermark(column, delay, emit=emit)
+
+    def tumble(self, column: str, size: Duration, offset: Duration = 0) -> PCollection:
+
+        return self | Tumble(column, size, offset=offset)
+
+    def hop(
+        self, column: str, size: Duration, slide: Duration, offset: Duration = 0
+    ) -> PCollection:
+
+        return self | Hop(column, size, slide, offset=offset)
+
+    def combine_per_key(
+        self, keys: str | Sequence[str], **aggregates: AggregateFn | CombineFn
+    ) -> PCollection:
+
+        return self | CombinePerKey(keys, **aggregates)
+
+    def map(
+        self,
+        fn: Callable[[Row], Row],
+        schema: Schema | Mapping[str, Any] | None = None,
+        keeps: Sequence[str] = (),
+    ) -> PCollection:
+
+        return self | Map(fn, schema=schema, keeps=keeps)
+
+    def filter(self, predicate: Callable[[Row], bool]) -> PCollection:
+
+        return self | Filter(predicate)
+
+    def select(self, *columns: str, **expressions: Expr | str) -> PCollection:
+
+        return self | Select(*columns, **expressions)
+
+
+__all__ = [
+    "EdgeInfo",
+    "Labelled",
+    "Node",
+    "PCollection",
+    "PTransform",
+    "Pipeline",
+    "PipelineResult",
+    "PrimitiveTransform",
+    "Runner",
+    "Watermark",
+]

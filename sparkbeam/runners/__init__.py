@@ -1,0 +1,1 @@
+"""Runners: `direct` (in-process, checks the model's invariants) and `spark`."""

@@ -1,0 +1,70 @@
+"""Direct operators for `Map`, `Filter` and `Select` (rules in `transforms.elementwise`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from sparkbeam.errors import DataError
+from sparkbeam.graph import EdgeInfo, Node
+from sparkbeam.runners.direct.operator import Chunk, Message, Operator
+from sparkbeam.schema import Row, columns_to_rows, rows_to_columns
+from sparkbeam.transforms.elementwise import Filter, Map, Select
+
+
+def _call(fn: Callable[[Row], Any], row: Row, label: str) -> Any:
+    try:
+        return fn(row)
+    except Exception as exc:
+        raise DataError(f"{label}: the function raised {exc!r} on row {row!r}", row) from exc
+
+
+class MapOperator(Operator):
+    def __init__(self, node: Node, inputs: Sequence[EdgeInfo]) -> None:
+        super().__init__(node, inputs)
+        assert isinstance(node.transform, Map)
+        self.transform = node.transform
+        self.in_schema = inputs[0].schema
+        self.out_schema = node.info.schema
+
+    def on_chunk(self, port: int, chunk: Chunk) -> list[Message]:
+        fn, label = self.transform.fn, self.label
+        rows = [_call(fn, row, label) for row in columns_to_rows(chunk.columns, self.in_schema)]
+        return [Chunk(rows_to_columns(rows, self.out_schema, f"{label} output"), len(rows))]
+
+    def derive(self, column: str, value: Any) -> list[tuple[str, Any]]:
+        return self.transform.derive(column, value)
+
+
+class FilterOperator(Operator):
+    def __init__(self, node: Node, inputs: Sequence[EdgeInfo]) -> None:
+        super().__init__(node, inputs)
+        assert isinstance(node.transform, Filter)
+        self.predicate = node.transform.predicate
+        self.schema = inputs[0].schema
+
+    def on_chunk(self, port: int, chunk: Chunk) -> list[Message]:
+        predicate, label = self.predicate, self.label
+        keep = [
+            bool(_call(predicate, row, label))
+            for row in columns_to_rows(chunk.columns, self.schema)
+        ]
+        kept = sum(keep)
+        if kept == chunk.size:
+            return [chunk]
+        return [chunk.compress(keep, kept)] if kept else []
+
+
+class SelectOperator(Operator):
+    def __init__(self, node: Node, inputs: Sequence[EdgeInfo]) -> None:
+        super().__init__(node, inputs)
+        assert isinstance(node.transform, Select)
+        self.transform = node.transform
+        self.bound = node.transform.bind(inputs[0].schema, node.label)
+
+    def on_chunk(self, port: int, chunk: Chunk) -> list[Message]:
+        columns = {name: expr.evaluate(chunk.columns) for name, expr in self.bound}
+        return [Chunk(columns, chunk.size)]
+
+    def derive(self, column: str, value: Any) -> list[tuple[str, Any]]:
+        return self.transform.derive(self.bound, column, value)

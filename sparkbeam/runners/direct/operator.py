@@ -1,0 +1,104 @@
+"""What flows on the direct runner's edges, and the base of its operators.
+
+An edge carries `Chunk`s (a batch of rows, held as columns of internal
+values: datetimes as integer microseconds) and `Watermark`s. Epoch barriers
+and the end of input are delivered by the executor once every input of an
+operator has reached them (aligned), through `on_barrier` and `on_end`.
+
+Each operator is a small state machine with one handler per message kind;
+it returns the messages it emits, in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from itertools import compress
+from typing import Any
+
+from sparkbeam.graph import EdgeInfo, Node
+from sparkbeam.messages import Watermark
+
+
+class Chunk:
+    """A batch of rows as columns: `columns[name][i]` is row `i`'s value."""
+
+    __slots__ = ("columns", "size")
+
+    def __init__(self, columns: dict[str, list[Any]], size: int) -> None:
+        self.columns = columns
+        self.size = size
+
+    def take(self, indices: Sequence[int]) -> Chunk:
+        """The rows at `indices`, in that order."""
+        return Chunk(
+            {name: [values[i] for i in indices] for name, values in self.columns.items()},
+            len(indices),
+        )
+
+    def compress(self, keep: Sequence[bool], kept: int) -> Chunk:
+        """The rows where `keep` is true (`kept` of them)."""
+        return Chunk(
+            {name: list(compress(values, keep)) for name, values in self.columns.items()}, kept
+        )
+
+    def row(self, index: int) -> dict[str, Any]:
+        return {name: values[index] for name, values in self.columns.items()}
+
+    def rows(self) -> Iterable[dict[str, Any]]:
+        names = list(self.columns)
+        for values in zip(*self.columns.values(), strict=True):
+            yield dict(zip(names, values, strict=True))
+
+
+Message = Chunk | Watermark
+
+
+class Operator:
+    """One transform's state machine on the direct runner."""
+
+    def __init__(self, node: Node, inputs: Sequence[EdgeInfo]) -> None:
+        self.node = node
+        self.label = node.label
+        self.inputs = inputs
+        self._emitted: dict[str, Any] = {}
+
+    def on_chunk(self, port: int, chunk: Chunk) -> list[Message]:
+        return [chunk]
+
+    def on_watermark(self, port: int, watermark: Watermark) -> list[Message]:
+        return self.watermarks(self.derive(watermark.column, watermark.value))
+
+    def on_barrier(self, epoch: int) -> list[Message]:
+        """All inputs finished epoch `epoch`."""
+        return []
+
+    def on_end(self) -> list[Message]:
+        """All inputs ended: every watermark is now +inf; flush what is held."""
+        return []
+
+    def derive(self, column: str, value: Any) -> list[tuple[str, Any]]:
+        """The output watermarks an input watermark gives (the transform's rule)."""
+        return [(column, value)]
+
+    def state_size(self) -> int:
+        """Rows or groups held: what the watermark must release."""
+        return 0
+
+    def watermarks(self, pairs: Iterable[tuple[str, Any]]) -> list[Message]:
+        """`Watermark` messages for `pairs`, skipping those that do not raise the column."""
+        out: list[Message] = []
+        for column, value in pairs:
+            last = self._emitted.get(column)
+            if last is None or value > last:
+                self._emitted[column] = value
+                out.append(Watermark(column, value))
+        return out
+
+
+class SourceOperator(Operator):
+    """An input: produces the chunks of each epoch."""
+
+    epoch_count: int = 1
+
+    def epoch(self, epoch: int) -> Iterable[Chunk]:
+        raise NotImplementedError

@@ -1,0 +1,76 @@
+"""Direct operators for `Tumble` and `Hop` (rules in `transforms.windows`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sparkbeam.errors import DataError
+from sparkbeam.graph import EdgeInfo, Node
+from sparkbeam.runners.direct.operator import Chunk, Message, Operator
+from sparkbeam.schema import columns_to_rows
+from sparkbeam.time import earliest_hop_start
+from sparkbeam.transforms.windows import WINDOW_END, WINDOW_START, Hop, Tumble
+
+
+def _require_times(operator: Operator, chunk: Chunk, column: str) -> list[int]:
+    times = chunk.columns[column]
+    if None in times:
+        index = times.index(None)
+        row = columns_to_rows(chunk.take([index]).columns, operator.inputs[0].schema)[0]
+        raise DataError(
+            f"{operator.label}: row {row!r} has no {column!r} (None), so it has no window; "
+            f"drop such rows first (.with_watermark({column!r}, ...) drops and counts them, "
+            "or use a Filter)",
+            row,
+        )
+    return times
+
+
+class TumbleOperator(Operator):
+    def __init__(self, node: Node, inputs: Sequence[EdgeInfo]) -> None:
+        super().__init__(node, inputs)
+        assert isinstance(node.transform, Tumble)
+        self.transform = node.transform
+        self.spec = node.transform.spec(inputs[0].schema)
+
+    def on_chunk(self, port: int, chunk: Chunk) -> list[Message]:
+        times = _require_times(self, chunk, self.transform.column)
+        size, offset = self.spec.size, self.spec.offset
+        starts = [t - (t - offset) % size for t in times]
+        columns = dict(chunk.columns)
+        columns[WINDOW_START] = starts
+        columns[WINDOW_END] = [s + size for s in starts]
+        return [Chunk(columns, chunk.size)]
+
+    def derive(self, column: str, value: Any) -> list[tuple[str, Any]]:
+        return self.transform.derive(self.spec, column, value)
+
+
+class HopOperator(Operator):
+    def __init__(self, node: Node, inputs: Sequence[EdgeInfo]) -> None:
+        super().__init__(node, inputs)
+        assert isinstance(node.transform, Hop)
+        self.transform = node.transform
+        self.spec = node.transform.spec(inputs[0].schema)
+
+    def on_chunk(self, port: int, chunk: Chunk) -> list[Message]:
+        times = _require_times(self, chunk, self.transform.column)
+        size, slide, offset = self.spec.size, self.spec.slide, self.spec.offset
+        indices: list[int] = []
+        starts: list[int] = []
+        for index, t in enumerate(times):
+            start = earliest_hop_start(t, size, slide, offset)
+            while start <= t:
+                indices.append(index)
+                starts.append(start)
+                start += slide
+        if not indices:
+            return []
+        out = chunk.take(indices)
+        out.columns[WINDOW_START] = starts
+        out.columns[WINDOW_END] = [s + size for s in starts]
+        return [out]
+
+    def derive(self, column: str, value: Any) -> list[tuple[str, Any]]:
+        return self.transform.derive(self.spec, column, value)

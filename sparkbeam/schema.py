@@ -1,0 +1,233 @@
+"""Schemas: named, typed columns, and the conversion of rows to columns and back.
+
+A column's type is one of the Python types in `COLUMN_TYPES`. A `datetime`
+column is held inside the runners as integer microseconds since the epoch (see
+`sparkbeam.time`); rows going in are converted once at the source, rows coming
+out are converted back to naive UTC `datetime`s.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Final
+
+import attrs
+
+from sparkbeam.errors import DataError, PipelineError
+from sparkbeam.time import from_micros, to_micros
+
+Row = dict[str, Any]
+Columns = dict[str, list[Any]]
+
+COLUMN_TYPES: Final[tuple[type, ...]] = (_dt.datetime, int, float, str, bool, bytes, object)
+_TYPE_NAMES: Final = {
+    "timestamp": _dt.datetime,
+    "datetime": _dt.datetime,
+    "int": int,
+    "long": int,
+    "bigint": int,
+    "float": float,
+    "double": float,
+    "str": str,
+    "string": str,
+    "bool": bool,
+    "boolean": bool,
+    "bytes": bytes,
+    "binary": bytes,
+    "any": object,
+    "object": object,
+}
+
+
+def type_name(column_type: type) -> str:
+    """The short name of a column type, for messages."""
+    return "datetime" if column_type is _dt.datetime else column_type.__name__
+
+
+def _column_type(value: object, column: str) -> type:
+    if isinstance(value, str) and value.lower() in _TYPE_NAMES:
+        return _TYPE_NAMES[value.lower()]
+    if isinstance(value, type) and value in COLUMN_TYPES:
+        return value
+    names = ", ".join(type_name(t) for t in COLUMN_TYPES)
+    raise PipelineError(f"column {column!r} has type {value!r}: use one of {names}")
+
+
+@attrs.frozen
+class Schema:
+    """Ordered column names with their types."""
+
+    fields: tuple[tuple[str, type], ...]
+
+    @classmethod
+    def of(cls, spec: Schema | Mapping[str, object] | Sequence[tuple[str, object]]) -> Schema:
+        """A schema from a mapping (or pairs) of column name to type."""
+        if isinstance(spec, Schema):
+            return spec
+        pairs = spec.items() if isinstance(spec, Mapping) else spec
+        fields = tuple((str(name), _column_type(kind, str(name))) for name, kind in pairs)
+        return cls(fields)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.fields)
+
+    def __contains__(self, name: object) -> bool:
+        return any(name == field for field, _ in self.fields)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self.fields)
+
+    def type_of(self, name: str) -> type:
+        for field, kind in self.fields:
+            if field == name:
+                return kind
+        raise KeyError(name)
+
+    def is_time(self, name: str) -> bool:
+        """A column an event time can live in: `datetime` or integer."""
+        return self.type_of(name) in (_dt.datetime, int)
+
+    def with_columns(self, *pairs: tuple[str, type]) -> Schema:
+        return Schema(self.fields + tuple(pairs))
+
+    def select(self, names: Iterable[str]) -> Schema:
+        return Schema(tuple((name, self.type_of(name)) for name in names))
+
+    def describe(self) -> str:
+        return ", ".join(f"{name}: {type_name(kind)}" for name, kind in self.fields)
+
+    def require(self, column: str, where: str) -> None:
+        """Raise `PipelineError` naming `where` when `column` is not in the schema."""
+        if column not in self:
+            raise PipelineError(
+                f"{where}: unknown column {column!r}; the input has columns {list(self.names)}"
+            )
+
+
+def _value_type(value: object) -> type | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return bool
+    if isinstance(value, _dt.datetime):
+        return _dt.datetime
+    for kind in (int, float, str, bytes):
+        if isinstance(value, kind):
+            return kind
+    return object
+
+
+def infer_schema(rows: Iterable[Mapping[str, Any]], where: str) -> Schema:
+    """Columns in order of first appearance, typed by their non-None values.
+
+    Integers and floats in one column make a float column; other mixtures, or
+    a column that holds only `None`, are refused: give `schema=` explicitly.
+    """
+    kinds: dict[str, type | None] = {}
+    for row in rows:
+        if not isinstance(row, Mapping):
+            raise DataError(f"{where}: rows must be dicts of column to value, got {row!r}", row)
+        for name, value in row.items():
+            seen, kind = kinds.get(name), _value_type(value)
+            if kind is None or seen == kind:
+                kinds.setdefault(name, seen)
+            elif seen is None:
+                kinds[name] = kind
+            elif {seen, kind} == {int, float}:
+                kinds[name] = float
+            else:
+                raise PipelineError(
+                    f"{where}: column {name!r} holds both {type_name(seen)} and "
+                    f"{type_name(kind)} values (for example {value!r}); make them one type "
+                    "or give schema= explicitly"
+                )
+    if not kinds:
+        raise PipelineError(f"{where}: no rows to infer a schema from; give schema= explicitly")
+    untyped = [name for name, kind in kinds.items() if kind is None]
+    if untyped:
+        raise PipelineError(
+            f"{where}: column(s) {untyped} hold only None, so their type is unknown; "
+            "give schema= explicitly"
+        )
+    return Schema(tuple((name, kind) for name, kind in kinds.items() if kind is not None))
+
+
+def _check(kind: type) -> Callable[[object], bool]:
+    if kind is object:
+        return lambda value: True
+    if kind is int:
+        return lambda value: isinstance(value, int) and not isinstance(value, bool)
+    if kind is float:
+        return lambda value: isinstance(value, (int, float)) and not isinstance(value, bool)
+    return lambda value: isinstance(value, kind)
+
+
+def rows_to_columns(rows: Sequence[Mapping[str, Any]], schema: Schema, where: str) -> Columns:
+    """Columns of internal values for `rows`, checked against `schema`.
+
+    Raises `DataError` naming `where`, the column and the row for a missing or
+    unknown column or a value of the wrong type. `None` is allowed anywhere.
+    """
+    names = schema.names
+    expected = set(names)
+    for row in rows:
+        if not isinstance(row, Mapping) or row.keys() != expected:
+            _raise_shape_error(row, names, where)
+    columns: Columns = {}
+    for name, kind in schema.fields:
+        values = [row[name] for row in rows]
+        check = _check(kind)
+        for index, value in enumerate(values):
+            if value is not None and not check(value):
+                raise DataError(
+                    f"{where}: column {name!r} is {type_name(kind)} but row {rows[index]!r} "
+                    f"has {value!r} ({type(value).__name__}); convert the value or fix the schema",
+                    rows[index],
+                )
+        if kind is _dt.datetime:
+            values = [None if value is None else to_micros(value) for value in values]
+        elif kind is float:
+            values = [None if value is None else float(value) for value in values]
+        columns[name] = values
+    return columns
+
+
+def _raise_shape_error(row: object, names: tuple[str, ...], where: str) -> None:
+    if not isinstance(row, Mapping):
+        raise DataError(f"{where}: rows must be dicts of column to value, got {row!r}", row)
+    missing = [name for name in names if name not in row]
+    if missing:
+        raise DataError(
+            f"{where}: row {dict(row)!r} is missing column(s) {missing}; every row needs "
+            f"{list(names)} (use None for an unknown value)",
+            row,
+        )
+    extra = [name for name in row if name not in names]
+    raise DataError(
+        f"{where}: row {dict(row)!r} has column(s) {extra} that are not in the schema "
+        f"{list(names)}; drop them or add them to schema=",
+        row,
+    )
+
+
+def to_external(kind: type) -> Callable[[list[Any]], list[Any]] | None:
+    """The conversion of a column's internal values to Python values, if any."""
+    if kind is _dt.datetime:
+        return lambda values: [None if v is None else from_micros(v) for v in values]
+    return None
+
+
+def columns_to_rows(columns: Mapping[str, list[Any]], schema: Schema) -> list[Row]:
+    """Rows of Python values (naive UTC datetimes) for internal columns."""
+    converted = []
+    for name, kind in schema.fields:
+        convert = to_external(kind)
+        values = columns[name]
+        converted.append(convert(values) if convert else values)
+    names = schema.names
+    return [dict(zip(names, values, strict=True)) for values in zip(*converted, strict=True)]

@@ -1,0 +1,139 @@
+"""Event time as integers: timestamps, durations and window bounds.
+
+Every event time is an integer. A `datetime` column is held as microseconds
+since 1970-01-01 UTC (naive values are UTC, aware ones are converted); an
+integer column is held as it is, in whatever unit the user chose. Window
+functions are pure functions on those integers, so every runner can use them.
+
+Watermarks on `datetime` columns are whole milliseconds (as in Spark, Flink and
+Beam's portable runners); integer columns are not rounded.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from collections.abc import Iterator
+from decimal import Decimal, InvalidOperation
+from typing import Final
+
+EPOCH: Final = _dt.datetime(1970, 1, 1)
+_EPOCH_UTC: Final = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
+ONE_MICROSECOND: Final = _dt.timedelta(microseconds=1)
+MICROS_PER_MILLI: Final = 1_000
+
+_UNIT_MICROS: Final = {
+    "microsecond": 1,
+    "millisecond": 1_000,
+    "second": 1_000_000,
+    "minute": 60_000_000,
+    "hour": 3_600_000_000,
+    "day": 86_400_000_000,
+    "week": 604_800_000_000,
+}
+_UNIT_ALIASES: Final = {
+    "us": "microsecond",
+    "ms": "millisecond",
+    "s": "second",
+    "sec": "second",
+    "min": "minute",
+    "h": "hour",
+    "d": "day",
+}
+_INTERVAL_PART = re.compile(r"\s*([+-]?\d+(?:\.\d+)?)\s*([a-zA-Z]+)\s*")
+
+Duration = _dt.timedelta | str | int
+"""What a size, delay, gap or offset may be given as."""
+
+
+def to_micros(value: _dt.datetime) -> int:
+    """Microseconds since the epoch; naive means UTC, aware values are converted."""
+    if value.tzinfo is None:
+        return (value - EPOCH) // ONE_MICROSECOND
+    return (value - _EPOCH_UTC) // ONE_MICROSECOND
+
+
+def from_micros(micros: int) -> _dt.datetime:
+    """The naive UTC `datetime` for microseconds since the epoch."""
+    return EPOCH + _dt.timedelta(microseconds=micros)
+
+
+def floor_to(value: int, unit: int, offset: int = 0) -> int:
+    """The largest `offset + k * unit` that is `<= value` (floor, also for negatives)."""
+    return value - (value - offset) % unit
+
+
+def floor_to_ms(micros: int) -> int:
+    """Microseconds floored to a whole millisecond."""
+    return micros - micros % MICROS_PER_MILLI
+
+
+def parse_interval(text: str) -> int:
+    """Microseconds in a Spark interval string such as `"5 minutes"` or `"1 hour 30 minutes"`.
+
+    Raises `ValueError` naming the text when it is not of that form or is finer
+    than a microsecond.
+    """
+    body = text.strip()
+    if body.lower().startswith("interval "):
+        body = body[len("interval ") :]
+    pos, total, parts = 0, Decimal(0), 0
+    while pos < len(body):
+        match = _INTERVAL_PART.match(body, pos)
+        if match is None:
+            break
+        number, unit = match.group(1), match.group(2).lower()
+        unit = _UNIT_ALIASES.get(unit, unit)
+        if unit.endswith("s") and unit[:-1] in _UNIT_MICROS:
+            unit = unit[:-1]
+        if unit not in _UNIT_MICROS:
+            raise ValueError(
+                f"unknown unit {match.group(2)!r} in duration {text!r}: use one of "
+                "microseconds, milliseconds, seconds, minutes, hours, days, weeks"
+            )
+        try:
+            total += Decimal(number) * _UNIT_MICROS[unit]
+        except InvalidOperation as exc:  # pragma: no cover - the regex admits only numbers
+            raise ValueError(f"bad number {number!r} in duration {text!r}") from exc
+        pos, parts = match.end(), parts + 1
+    if parts == 0 or pos != len(body):
+        raise ValueError(
+            f"cannot read duration {text!r}: write it as Spark does, for example "
+            "'5 minutes', '1 hour', '30 seconds' or '500 milliseconds'"
+        )
+    if total != total.to_integral_value():
+        raise ValueError(f"duration {text!r} is finer than a microsecond")
+    return int(total)
+
+
+def duration_micros(value: object) -> int:
+    """Microseconds in a `timedelta` or a Spark interval string."""
+    if isinstance(value, _dt.timedelta):
+        return value // ONE_MICROSECOND
+    if isinstance(value, str):
+        return parse_interval(value)
+    raise ValueError(
+        f"bad duration {value!r}: give a datetime.timedelta or a string such as '5 minutes'"
+    )
+
+
+def tumble_start(t: int, size: int, offset: int = 0) -> int:
+    """The start of the tumbling window `[start, start + size)` that holds `t`."""
+    return t - (t - offset) % size
+
+
+def hop_starts(t: int, size: int, slide: int, offset: int = 0) -> Iterator[int]:
+    """The starts, ascending, of every hopping window `[s, s + size)` that holds `t`."""
+    start = earliest_hop_start(t, size, slide, offset)
+    while start <= t:
+        yield start
+        start += slide
+
+
+def earliest_hop_start(t: int, size: int, slide: int, offset: int = 0) -> int:
+    """`floor_to_slide(t - size) + slide`: the smallest window start `> t - size`.
+
+    The window may not hold `t` when `slide > size` (a gap between windows);
+    it is still a lower bound for the start of any window of a time `>= t`.
+    """
+    return floor_to(t - size, slide, offset) + slide

@@ -1,0 +1,1 @@
+"""The transforms of SPEC section 4, one module per family."""

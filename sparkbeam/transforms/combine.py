@@ -1,0 +1,197 @@
+"""`CombinePerKey` and its aggregates: `Count`, `Sum`, `Mean`, `Min`, `Max` and user `CombineFn`s.
+
+Emission rule (append-only, each group once): a group is emitted when the
+watermark of one of its key columns passes it (the group's value in that
+column is `< wm`), or at end of input. Output watermarks: the watermarks of
+the key columns pass through, after the groups they released; all others are
+dropped. On unbounded input at least one key column must carry a watermark,
+or the state would grow forever: such a pipeline is refused when applied.
+
+Nulls follow SQL: `Sum`, `Mean`, `Min`, `Max` and `Count(column)` skip
+`None`; over no values they give `None` (`Count` gives 0). `Sum` of an
+integer column is an integer.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from sparkbeam.errors import PipelineError
+from sparkbeam.graph import EdgeInfo, PrimitiveTransform
+from sparkbeam.schema import Schema, type_name
+from sparkbeam.transforms.validation import single_input
+
+
+class CombineFn:
+    """A user aggregate, with Beam's four-method protocol.
+
+    Each input element is the whole row as a dict (datetimes as naive UTC).
+    `output_type` is the output column's type (`object` when unknown).
+    """
+
+    output_type: type = object
+
+    def create_accumulator(self) -> Any:
+        raise NotImplementedError
+
+    def add_input(self, accumulator: Any, element: dict[str, Any]) -> Any:
+        raise NotImplementedError
+
+    def merge_accumulators(self, accumulators: Sequence[Any]) -> Any:
+        raise NotImplementedError
+
+    def extract_output(self, accumulator: Any) -> Any:
+        raise NotImplementedError
+
+
+COMBINE_FN_METHODS = ("create_accumulator", "add_input", "merge_accumulators", "extract_output")
+_NUMERIC = (int, float)
+_ORDERED = (int, float, str, _dt.datetime, bytes, bool)
+
+
+class AggregateFn:
+    """A built-in aggregate over one column (or over rows, for `Count()`)."""
+
+    column: str | None
+
+    def output_type(self, schema: Schema, label: str) -> type:
+        raise NotImplementedError
+
+    def _input_type(self, schema: Schema, label: str, allowed: tuple[type, ...], what: str) -> type:
+        if self.column is None:
+            raise PipelineError(f"{label}: {type(self).__name__} needs a column")
+        schema.require(self.column, label)
+        kind = schema.type_of(self.column)
+        if kind not in allowed:
+            raise PipelineError(
+                f"{label}: {type(self).__name__}({self.column!r}) needs {what} column, but "
+                f"{self.column!r} is {type_name(kind)}"
+            )
+        return kind
+
+
+@attrs.frozen
+class Count(AggregateFn):
+    """The number of rows in the group, or of non-None values of `column`."""
+
+    column: str | None = None
+
+    def output_type(self, schema: Schema, label: str) -> type:
+        if self.column is not None:
+            schema.require(self.column, label)
+        return int
+
+
+@attrs.frozen
+class Sum(AggregateFn):
+    """The sum of the non-None values; an integer for an integer column."""
+
+    column: str
+
+    def output_type(self, schema: Schema, label: str) -> type:
+        return self._input_type(schema, label, _NUMERIC, "a numeric (int or float)")
+
+
+@attrs.frozen
+class Mean(AggregateFn):
+    """The mean of the non-None values, as a float (`None` when there are none)."""
+
+    column: str
+
+    def output_type(self, schema: Schema, label: str) -> type:
+        self._input_type(schema, label, _NUMERIC, "a numeric (int or float)")
+        return float
+
+
+@attrs.frozen
+class Min(AggregateFn):
+    """The smallest non-None value."""
+
+    column: str
+
+    def output_type(self, schema: Schema, label: str) -> type:
+        return self._input_type(schema, label, _ORDERED, "an ordered")
+
+
+@attrs.frozen
+class Max(AggregateFn):
+    """The largest non-None value."""
+
+    column: str
+
+    def output_type(self, schema: Schema, label: str) -> type:
+        return self._input_type(schema, label, _ORDERED, "an ordered")
+
+
+Aggregate = AggregateFn | CombineFn
+
+
+def _aggregate_type(name: str, aggregate: object, schema: Schema, label: str) -> type:
+    if isinstance(aggregate, AggregateFn):
+        return aggregate.output_type(schema, label)
+    missing = [m for m in COMBINE_FN_METHODS if not callable(getattr(aggregate, m, None))]
+    if missing:
+        raise PipelineError(
+            f"{label}: aggregate {name}={aggregate!r} is neither a built-in aggregate "
+            f"(sb.Count(), sb.Sum(col), sb.Mean(col), sb.Min(col), sb.Max(col)) nor a "
+            f"CombineFn: it lacks {missing}"
+        )
+    kind = getattr(aggregate, "output_type", object)
+    return kind if isinstance(kind, type) else object
+
+
+@attrs.frozen(init=False)
+class CombinePerKey(PrimitiveTransform):
+    """Group by `keys` and aggregate: `CombinePerKey(["k"], n=sb.Count(), total=sb.Sum("v"))`.
+
+    Output columns: the keys, then the aggregates in the order given.
+    """
+
+    keys: tuple[str, ...]
+    aggregates: tuple[tuple[str, Any], ...]
+
+    def __init__(self, keys: str | Sequence[str], **aggregates: Aggregate) -> None:
+        key_tuple = (keys,) if isinstance(keys, str) else tuple(keys)
+        if not aggregates:
+            raise PipelineError(
+                "CombinePerKey: name at least one aggregate, for example n=sb.Count()"
+            )
+        self.__attrs_init__(key_tuple, tuple(aggregates.items()))
+
+    def default_label(self) -> str:
+        return f"CombinePerKey({', '.join(self.keys)})"
+
+    def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
+        source = single_input(inputs, label)
+        schema = source.schema
+        for key in self.keys:
+            schema.require(key, f"{label} key")
+        duplicates = sorted({k for k in self.keys if self.keys.count(k) > 1})
+        if duplicates:
+            raise PipelineError(f"{label}: key column(s) {duplicates} are named twice")
+        clash = [name for name, _ in self.aggregates if name in self.keys]
+        if clash:
+            raise PipelineError(
+                f"{label}: aggregate name(s) {clash} are also key columns; name them differently"
+            )
+        fields = [(key, schema.type_of(key)) for key in self.keys]
+        fields += [
+            (name, _aggregate_type(name, aggregate, schema, label))
+            for name, aggregate in self.aggregates
+        ]
+        watermarked = source.watermarked & frozenset(self.keys)
+        if not source.bounded and not watermarked:
+            raise PipelineError(
+                f"{label}: on unbounded input a group is emitted when the watermark of a key "
+                f"column passes it, but none of the keys {list(self.keys)} carries a watermark; "
+                "key on a window column (window_start/window_end) or on a column with "
+                ".with_watermark(...)"
+            )
+        return EdgeInfo(Schema(tuple(fields)), source.bounded, watermarked)
+
+    def derive(self, column: str, value: int) -> list[tuple[str, int]]:
+        return [(column, value)] if column in self.keys else []

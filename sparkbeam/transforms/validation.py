@@ -1,0 +1,96 @@
+"""Checks shared by transforms when they are applied; each raises `PipelineError`."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Sequence
+
+from sparkbeam.errors import PipelineError
+from sparkbeam.graph import EdgeInfo
+from sparkbeam.schema import Schema, type_name
+from sparkbeam.time import MICROS_PER_MILLI, duration_micros
+
+
+def single_input(inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
+    if len(inputs) != 1:
+        raise PipelineError(f"{label}: takes one input, got {len(inputs)}")
+    return inputs[0]
+
+
+def require_time_column(schema: Schema, column: str, label: str) -> None:
+    """The column exists and holds `datetime`s or integers."""
+    schema.require(column, label)
+    if not schema.is_time(column):
+        raise PipelineError(
+            f"{label}: column {column!r} is {type_name(schema.type_of(column))}, not an event "
+            "time; event-time columns hold datetime values or integers (convert it with "
+            "Map first, or pick another column)"
+        )
+
+
+def duration_on(
+    schema: Schema,
+    column: str,
+    value: object,
+    what: str,
+    label: str,
+    *,
+    positive: bool = False,
+    whole_millis: bool = False,
+) -> int:
+    """A duration on `column`, in that column's units (microseconds for datetimes).
+
+    `datetime` columns take `timedelta`s or Spark interval strings (and 0);
+    integer columns take integers. `positive` refuses zero and negatives, the
+    default refuses negatives only; `whole_millis` refuses sub-millisecond
+    durations on datetime columns.
+    """
+    is_datetime = schema.type_of(column) is _dt.datetime
+    if isinstance(value, bool):
+        raise PipelineError(f"{label}: {what} {value!r} is not a duration")
+    if is_datetime:
+        if isinstance(value, int) and value != 0:
+            raise PipelineError(
+                f"{label}: {what} {value!r} is a bare integer but {column!r} holds datetimes; "
+                "give a timedelta or a string such as '5 minutes'"
+            )
+        try:
+            units = 0 if isinstance(value, int) else duration_micros(value)
+        except ValueError as exc:
+            raise PipelineError(f"{label}: {what}: {exc}") from None
+    else:
+        if not isinstance(value, int):
+            raise PipelineError(
+                f"{label}: {what} {value!r} is not an integer but {column!r} is an integer "
+                "time column; give sizes, delays and gaps on it as integers in its unit"
+            )
+        units = value
+    if units < 0 or (positive and units == 0):
+        sign = "positive" if positive else "zero or positive"
+        raise PipelineError(f"{label}: {what} must be {sign}, got {value!r}")
+    if whole_millis and is_datetime and units % MICROS_PER_MILLI:
+        raise PipelineError(
+            f"{label}: {what} {value!r} is not a whole number of milliseconds; watermarks "
+            "on datetime columns are kept in milliseconds (as in Spark), so round it"
+        )
+    return units
+
+
+def offset_on(schema: Schema, column: str, value: object, label: str) -> int:
+    """A window offset: any duration, negative ones included."""
+    if isinstance(value, str) and value.strip().startswith("-"):
+        return -duration_on(schema, column, value.strip()[1:], "offset", label)
+    if isinstance(value, _dt.timedelta) and value < _dt.timedelta(0):
+        return -duration_on(schema, column, -value, "offset", label)
+    if isinstance(value, int) and not isinstance(value, bool) and value < 0:
+        return -duration_on(schema, column, -value, "offset", label)
+    return duration_on(schema, column, value, "offset", label)
+
+
+def require_new_columns(schema: Schema, names: Sequence[str], label: str) -> None:
+    clash = [name for name in names if name in schema]
+    if clash:
+        raise PipelineError(
+            f"{label}: the input already has column(s) {clash}, which this transform adds; "
+            "rename them with Select first"
+        )
