@@ -13,9 +13,12 @@ from sparkbeam.schema import Schema
 from sparkbeam.testing import assert_that, equal_to
 from sparkbeam.transforms.combine import CombineFn, CombinePerKey, Count, Max, Mean, Min, Sum
 from sparkbeam.transforms.elementwise import Expr, Filter, Map, Select, col
+from sparkbeam.transforms.join import Join
+from sparkbeam.transforms.sort import Sort
 from sparkbeam.transforms.sources import Create, TestStream
+from sparkbeam.transforms.union import Union
 from sparkbeam.transforms.watermark import WithWatermark
-from sparkbeam.transforms.windows import Hop, Tumble
+from sparkbeam.transforms.windows import Hop, Session, Tumble
 
 __all__ = [
     "CombineFn",
@@ -28,6 +31,7 @@ __all__ = [
     "Filter",
     "Hop",
     "InvariantViolation",
+    "Join",
     "Map",
     "Max",
     "Mean",
@@ -39,9 +43,12 @@ __all__ = [
     "PipelineResult",
     "Schema",
     "Select",
+    "Session",
+    "Sort",
     "Sum",
     "TestStream",
     "Tumble",
+    "Union",
     "Watermark",
     "WithWatermark",
     "assert_that",

@@ -77,6 +77,10 @@ class PrimitiveTransform(PTransform):
         """The frozen value stored in the graph (itself, unless it is a builder)."""
         return self
 
+    def output_order(self) -> tuple[str, tuple[str, ...]] | None:
+        """`(column, keys)` when the output is promised in `column` order within `keys`."""
+        return None
+
     def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
         """Validate the inputs and describe the output; raise `PipelineError` naming `label`."""
         raise NotImplementedError

@@ -23,8 +23,11 @@ from sparkbeam.schema import Row, Schema
 from sparkbeam.time import Duration
 from sparkbeam.transforms.combine import AggregateFn, CombineFn, CombinePerKey
 from sparkbeam.transforms.elementwise import Expr, Filter, Map, Select
+from sparkbeam.transforms.join import Join
+from sparkbeam.transforms.sort import Sort
+from sparkbeam.transforms.union import Union
 from sparkbeam.transforms.watermark import WithWatermark
-from sparkbeam.transforms.windows import Hop, Tumble
+from sparkbeam.transforms.windows import Hop, Session, Tumble
 
 
 class PipelineResult(Protocol):
@@ -213,6 +216,27 @@ class PCollection:
     ) -> PCollection:
 
         return self | Hop(column, size, slide, offset=offset)
+
+    def session(self, column: str, gap: Duration, keys: str | Sequence[str] = ()) -> PCollection:
+        return self | Session(column, gap, keys=keys)
+
+    def sort(self, column: str, keys: str | Sequence[str] = ()) -> PCollection:
+        return self | Sort(column, keys=keys)
+
+    def union(self, *others: PCollection) -> PCollection:
+        return self | Union(*others)
+
+    def join(
+        self,
+        other: PCollection,
+        on: str | Sequence[str],
+        how: str = "inner",
+        *,
+        times: tuple[str, str] | None = None,
+        within: tuple[Duration, Duration] | None = None,
+        suffix: str = "_right",
+    ) -> PCollection:
+        return self | Join(other, on, how, times=times, within=within, suffix=suffix)
 
     def combine_per_key(
         self, keys: str | Sequence[str], **aggregates: AggregateFn | CombineFn

@@ -128,3 +128,42 @@ class Hop(PrimitiveTransform):
             return [(column, value)]
         start = earliest_hop_start(value, spec.size, spec.slide, spec.offset)
         return [(column, value), (WINDOW_START, start), (WINDOW_END, start + spec.size)]
+
+
+@attrs.frozen(init=False)
+class Session(PrimitiveTransform):
+    """Session windows: per key, rows whose consecutive times are at most `gap` apart.
+
+    A session is `[first, last + gap)`. Its rows are emitted, each with the
+    session's `window_start` and `window_end`, once the session is closed
+    (the watermark on `column` is `> window_end`: a row at exactly
+    `window_end` would still join it) or at end of input.
+    Watermark rule: `W(column, t)` gives `W(window_end, t)` and
+    `W(window_start, min(t, start of the oldest open session))`, after the
+    closed sessions' rows; other watermarks are dropped (rows are held).
+    """
+
+    column: str
+    gap: Duration
+    keys: tuple[str, ...]
+
+    def __init__(self, column: str, gap: Duration, keys: str | Sequence[str] = ()) -> None:
+        self.__attrs_init__(column, gap, (keys,) if isinstance(keys, str) else tuple(keys))
+
+    def default_label(self) -> str:
+        return f"Session({self.column})"
+
+    def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
+        source = _window_input(self.column, inputs, label)
+        for key in self.keys:
+            source.schema.require(key, f"{label} key")
+        self.gap_units(source.schema, label)
+        out = _with_window_columns(source, self.column)
+        return attrs.evolve(out, watermarked=out.watermarked & set(WINDOW_COLUMNS))
+
+    def gap_units(self, schema: Schema, label: str = "Session") -> int:
+        return duration_on(schema, self.column, self.gap, "gap", label, positive=True)
+
+    def derive(self, oldest_open_start: int | None, value: int) -> list[tuple[str, int]]:
+        start = value if oldest_open_start is None else min(value, oldest_open_start)
+        return [(WINDOW_END, value), (WINDOW_START, start)]

@@ -1,9 +1,12 @@
-"""The invariant checked on every edge of the direct runner.
+"""The invariants checked on the edges of the direct runner.
 
 Invariant W (SPEC section 2): after `Watermark(c, t)` on an edge, every later
 row `d` on that edge has `d[c] >= t`, and watermark values on one column of
 one edge never decrease. A violation raises `InvariantViolation` naming the
 transform that produced the edge, the column, the watermark and the row.
+
+Order: on the output of a transform that promises an order (`Sort`), each
+row's sort column is `>=` that of the previous row of the same key.
 """
 
 from __future__ import annotations
@@ -57,3 +60,37 @@ class EdgeCheck:
                         f"{column} = {self._show(column, value)!r}, below the watermark "
                         f"Watermark({column!r}, {self._show(column, mark)!r}) before it"
                     )
+
+
+class OrderCheck:
+    """The order a `Sort` promises: non-decreasing `column` within each key."""
+
+    __slots__ = ("column", "keys", "label", "last", "schema")
+
+    def __init__(self, label: str, schema: Schema, column: str, keys: tuple[str, ...]) -> None:
+        self.label = label
+        self.schema = schema
+        self.column = column
+        self.keys = keys
+        self.last: dict[tuple[Any, ...], Any] = {}
+
+    def chunk(self, chunk: Chunk) -> None:
+        values = chunk.columns[self.column]
+        key_columns = [chunk.columns[key] for key in self.keys]
+        last = self.last
+        for index, value in enumerate(values):
+            key = tuple(column[index] for column in key_columns)
+            previous = last.get(key)
+            if previous is not None and value < previous:
+                convert = to_external(self.schema.type_of(self.column))
+                shown = convert([value, previous]) if convert else [value, previous]
+                raise InvariantViolation(
+                    f"order broken on the output of {self.label}: {self.column} = {shown[0]!r} "
+                    f"after {shown[1]!r}"
+                    + (
+                        f" within key {dict(zip(self.keys, key, strict=True))!r}"
+                        if self.keys
+                        else ""
+                    )
+                )
+            last[key] = value

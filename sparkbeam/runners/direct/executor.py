@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 from sparkbeam.graph import EdgeInfo, Node
 from sparkbeam.messages import Watermark
-from sparkbeam.runners.direct.checks import EdgeCheck
+from sparkbeam.runners.direct.checks import EdgeCheck, OrderCheck
 from sparkbeam.runners.direct.operator import Chunk, Message, Operator, SourceOperator
 
 OperatorFactory = Callable[[Node, Sequence[EdgeInfo]], Operator]
@@ -55,6 +55,15 @@ class Executor:
             if check_invariants
             else None
         )
+        self.order_checks: dict[int, OrderCheck] = {}
+        if check_invariants:
+            for node in nodes:
+                order = node.transform.output_order()
+                if order is not None:
+                    self.order_checks[node.id] = OrderCheck(
+                        node.label, node.info.schema, order[0], order[1]
+                    )
+        self.peaks = [0] * len(nodes)
         self.arrivals = [0] * len(nodes)
         self.epoch = 0
 
@@ -78,11 +87,17 @@ class Executor:
                 return
             if checks is not None:
                 checks[edge].chunk(message)
+                if edge in self.order_checks:
+                    self.order_checks[edge].chunk(message)
             if record is not None:
                 record.chunks[self.epoch].append(message)
             for node_id, port in self.consumers[edge]:
-                for out in self.operators[node_id].on_chunk(port, message):
+                operator = self.operators[node_id]
+                for out in operator.on_chunk(port, message):
                     self.deliver(node_id, out)
+                state = operator.state_size()
+                if state > self.peaks[node_id]:
+                    self.peaks[node_id] = state
         else:
             if checks is not None:
                 checks[edge].watermark(message)

@@ -28,6 +28,16 @@ class Chunk:
         self.columns = columns
         self.size = size
 
+    @classmethod
+    def from_rows(cls, names: Sequence[str], rows: Sequence[Sequence[Any]]) -> Chunk:
+        """A chunk of `rows`, each a sequence of values in the order of `names`."""
+        if not rows:
+            return cls({name: [] for name in names}, 0)
+        transposed = zip(*rows, strict=True)
+        return cls(
+            {name: list(values) for name, values in zip(names, transposed, strict=True)}, len(rows)
+        )
+
     def take(self, indices: Sequence[int]) -> Chunk:
         """The rows at `indices`, in that order."""
         return Chunk(

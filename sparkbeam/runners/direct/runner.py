@@ -11,16 +11,23 @@ from sparkbeam.messages import Watermark
 from sparkbeam.runners.direct.combine import CombineOperator
 from sparkbeam.runners.direct.elementwise import FilterOperator, MapOperator, SelectOperator
 from sparkbeam.runners.direct.executor import EdgeRecord, Executor, OperatorFactory
+from sparkbeam.runners.direct.join import JoinOperator
 from sparkbeam.runners.direct.operator import Operator
+from sparkbeam.runners.direct.session import SessionOperator
+from sparkbeam.runners.direct.sort import SortOperator
 from sparkbeam.runners.direct.sources import CreateOperator, TestStreamOperator
+from sparkbeam.runners.direct.union import UnionOperator
 from sparkbeam.runners.direct.watermark import WatermarkFilter
 from sparkbeam.runners.direct.windows import HopOperator, TumbleOperator
 from sparkbeam.schema import Row, columns_to_rows, to_external
 from sparkbeam.transforms.combine import CombinePerKey
 from sparkbeam.transforms.elementwise import Filter, Map, Select
+from sparkbeam.transforms.join import Join
+from sparkbeam.transforms.sort import Sort
 from sparkbeam.transforms.sources import Create, TestStreamSource
+from sparkbeam.transforms.union import Union
 from sparkbeam.transforms.watermark import WithWatermark
-from sparkbeam.transforms.windows import Hop, Tumble
+from sparkbeam.transforms.windows import Hop, Session, Tumble
 
 if TYPE_CHECKING:
     from sparkbeam.pipeline import PCollection, Pipeline
@@ -35,6 +42,10 @@ OPERATORS: dict[type, OperatorFactory] = {
     Tumble: TumbleOperator,
     Hop: HopOperator,
     CombinePerKey: CombineOperator,
+    Sort: SortOperator,
+    Session: SessionOperator,
+    Union: UnionOperator,
+    Join: JoinOperator,
 }
 
 
@@ -65,7 +76,7 @@ class DirectRunner:
         operators = [operator_for(node, [nodes[i].info for i in node.inputs]) for node in nodes]
         executor = Executor(nodes, operators, pipeline.live_node_ids(), self.check_invariants)
         executor.run()
-        return DirectResult(pipeline, operators, executor.records, executor.epochs)
+        return DirectResult(pipeline, operators, executor.records, executor.epochs, executor.peaks)
 
 
 class DirectResult:
@@ -77,11 +88,13 @@ class DirectResult:
         operators: Sequence[Operator],
         records: dict[int, EdgeRecord],
         epochs: int,
+        peaks: Sequence[int],
     ) -> None:
         self.pipeline = pipeline
         self.operators = operators
         self.records = records
         self.epochs = epochs
+        self.peaks = peaks
 
     def _record(self, pcoll: PCollection) -> EdgeRecord:
         if pcoll.pipeline is not self.pipeline:
@@ -133,5 +146,9 @@ class DirectResult:
         return self._filter(pcoll).invalid_count
 
     def state_size(self, pcoll: PCollection) -> int:
-        """Rows or groups the operator that produced `pcoll` still holds."""
+        """Rows or groups the operator that produced `pcoll` still holds (0 after the flush)."""
         return self.operators[pcoll.node.id].state_size()
+
+    def peak_state_size(self, pcoll: PCollection) -> int:
+        """The most rows or groups the operator that produced `pcoll` held at once."""
+        return self.peaks[pcoll.node.id]

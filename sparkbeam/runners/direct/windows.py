@@ -13,7 +13,7 @@ from sparkbeam.time import earliest_hop_start
 from sparkbeam.transforms.windows import WINDOW_END, WINDOW_START, Hop, Tumble
 
 
-def _require_times(operator: Operator, chunk: Chunk, column: str) -> list[int]:
+def require_times(operator: Operator, chunk: Chunk, column: str) -> list[int]:
     times = chunk.columns[column]
     if None in times:
         index = times.index(None)
@@ -35,7 +35,7 @@ class TumbleOperator(Operator):
         self.spec = node.transform.spec(inputs[0].schema)
 
     def on_chunk(self, port: int, chunk: Chunk) -> list[Message]:
-        times = _require_times(self, chunk, self.transform.column)
+        times = require_times(self, chunk, self.transform.column)
         size, offset = self.spec.size, self.spec.offset
         starts = [t - (t - offset) % size for t in times]
         columns = dict(chunk.columns)
@@ -55,7 +55,7 @@ class HopOperator(Operator):
         self.spec = node.transform.spec(inputs[0].schema)
 
     def on_chunk(self, port: int, chunk: Chunk) -> list[Message]:
-        times = _require_times(self, chunk, self.transform.column)
+        times = require_times(self, chunk, self.transform.column)
         size, slide, offset = self.spec.size, self.spec.slide, self.spec.offset
         indices: list[int] = []
         starts: list[int] = []

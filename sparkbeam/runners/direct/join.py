@@ -1,0 +1,188 @@
+"""Direct operator for `Join` (rules in `transforms.join`).
+
+State: for each side, the rows held per key (`held[side][key][row_id]`),
+each with a flag saying whether it has matched; and heaps that say when a
+held row can get no new match: by the value of a window key (against the
+minimum of both sides' watermarks) and, for an interval join, by its time
+(against the other side's watermark).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from itertools import count
+from typing import Any
+
+from sparkbeam.graph import EdgeInfo, Node
+from sparkbeam.messages import Watermark
+from sparkbeam.runners.direct.operator import Chunk, Message, Operator
+from sparkbeam.runners.direct.union import WatermarkMerger
+from sparkbeam.transforms.join import Join
+
+Row = tuple[Any, ...]
+Key = tuple[Any, ...]
+
+
+class HeldRow:
+    __slots__ = ("key", "matched", "row")
+
+    def __init__(self, key: Key, row: Row) -> None:
+        self.key = key
+        self.row = row
+        self.matched = False
+
+
+class JoinOperator(Operator):
+    def __init__(self, node: Node, inputs: Sequence[EdgeInfo]) -> None:
+        super().__init__(node, inputs)
+        transform = node.transform
+        assert isinstance(transform, Join)
+        self.transform = transform
+        left, right = inputs
+        self.names = (list(left.schema.names), list(right.schema.names))
+        self.key_positions = tuple(
+            [names.index(key) for key in transform.on] for names in self.names
+        )
+        self.keep_unmatched = (
+            transform.how in ("left", "full"),
+            transform.how in ("right", "full"),
+        )
+        layout = transform.layout(left.schema, right.schema, node.label)
+        self.output_names = [name for name, _, _ in layout.sources]
+        self.output_sources = [
+            (side, transform.on.index(column) if side < 0 else self.names[side].index(column))
+            for _, side, column in layout.sources
+        ]
+        bounds = transform.interval_bounds(left.schema, right.schema, node.label)
+        self.interval = bounds
+        self.time_positions = (
+            None
+            if transform.times is None
+            else (self.names[0].index(transform.times[0]), self.names[1].index(transform.times[1]))
+        )
+        self.window_keys = transform.window_keys(left, right)
+        self.merger = WatermarkMerger(2, frozenset(self.window_keys))
+        self.held: tuple[dict[Key, dict[int, HeldRow]], ...] = ({}, {})
+        self.ids = count()
+        self.by_key: tuple[dict[str, list[tuple[Any, int, Key]]], ...] = tuple(
+            {column: [] for column in self.window_keys} for _ in range(2)
+        )
+        self.by_time: tuple[list[tuple[Any, int, Key]], ...] = ([], [])
+        self.size = 0
+
+    # rows
+
+    def on_chunk(self, port: int, chunk: Chunk) -> list[Message]:
+        other = 1 - port
+        names, positions = self.names[port], self.key_positions[port]
+        out_rows: list[list[Any]] = []
+        for row in zip(*(chunk.columns[name] for name in names), strict=True):
+            key = tuple(row[i] for i in positions)
+            if any(value is None for value in key):
+                if self.keep_unmatched[port]:
+                    out_rows.append(self._output(port, row, None))
+                continue
+            entry = HeldRow(key, row)
+            for candidate in self.held[other].get(key, {}).values():
+                pair = (row, candidate.row) if port == 0 else (candidate.row, row)
+                if self._within(*pair):
+                    out_rows.append(self._output(0, pair[0], pair[1]))
+                    candidate.matched = True
+                    entry.matched = True
+            self._hold(port, entry)
+        return [self._chunk(out_rows)] if out_rows else []
+
+    def _within(self, left: Row, right: Row) -> bool:
+        if self.interval is None or self.time_positions is None:
+            return True
+        lt, rt = left[self.time_positions[0]], right[self.time_positions[1]]
+        if lt is None or rt is None:
+            return False
+        lower, upper = self.interval
+        return bool(lt + lower <= rt <= lt + upper)
+
+    def _hold(self, side: int, entry: HeldRow) -> None:
+        row_id = next(self.ids)
+        self.held[side].setdefault(entry.key, {})[row_id] = entry
+        self.size += 1
+        for key_column, heap in self.by_key[side].items():
+            value = entry.key[self.transform.on.index(key_column)]
+            heapq.heappush(heap, (value, row_id, entry.key))
+        if self.interval is not None and self.time_positions is not None:
+            t = entry.row[self.time_positions[side]]
+            if t is not None:
+                lower, upper = self.interval
+                expiry = t + upper if side == 0 else t - lower
+                heapq.heappush(self.by_time[side], (expiry, row_id, entry.key))
+
+    def _output(self, side: int, left: Row | None, right: Row | None) -> list[Any]:
+        """One output row; for an unmatched row, `side` says which of `left`/`right` it is."""
+        if side == 1:
+            left, right = None, left
+        sides = (left, right)
+        row: list[Any] = []
+        for source, position in self.output_sources:
+            if source < 0:
+                present = 0 if left is not None else 1
+                held = sides[present]
+                assert held is not None
+                row.append(held[self.key_positions[present][position]])
+            else:
+                values = sides[source]
+                row.append(None if values is None else values[position])
+        return row
+
+    def _chunk(self, rows: list[list[Any]]) -> Chunk:
+        return Chunk.from_rows(self.output_names, rows)
+
+    # watermarks
+
+    def on_watermark(self, port: int, watermark: Watermark) -> list[Message]:
+        out_rows: list[list[Any]] = []
+        column, value = watermark.column, watermark.value
+        merged = self.merger.update(port, watermark)
+        if merged is not None:
+            for side in (0, 1):
+                self._expire(side, self.by_key[side][column], merged, out_rows)
+        times = self.transform.times
+        if times is not None and column == times[port]:
+            other = 1 - port
+            self._expire(other, self.by_time[other], value, out_rows)
+        out: list[Message] = [self._chunk(out_rows)] if out_rows else []
+        if merged is not None:
+            out += self.watermarks(self.transform.derive(column, merged))
+        return out
+
+    def _expire(
+        self, side: int, heap: list[tuple[Any, int, Key]], mark: Any, out: list[list[Any]]
+    ) -> None:
+        held = self.held[side]
+        while heap and heap[0][0] < mark:
+            _, row_id, key = heapq.heappop(heap)
+            rows = held.get(key)
+            if rows is None or row_id not in rows:
+                continue
+            entry = rows.pop(row_id)
+            if not rows:
+                del held[key]
+            self.size -= 1
+            if not entry.matched and self.keep_unmatched[side]:
+                out.append(self._output(side, entry.row, None))
+
+    def on_end(self) -> list[Message]:
+        out_rows = []
+        for side in (0, 1):
+            for rows in self.held[side].values():
+                for entry in rows.values():
+                    if not entry.matched and self.keep_unmatched[side]:
+                        out_rows.append(self._output(side, entry.row, None))
+            self.held[side].clear()
+            for heap in self.by_key[side].values():
+                heap.clear()
+            self.by_time[side].clear()
+        self.size = 0
+        return [self._chunk(out_rows)] if out_rows else []
+
+    def state_size(self) -> int:
+        return self.size

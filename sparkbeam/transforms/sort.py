@@ -1,0 +1,52 @@
+"""`Sort`: RisingWave's event-time sort.
+
+Rows are buffered; when `W(column, wm)` arrives, every buffered row with
+`column < wm` is emitted in `column` order (ties in arrival order), then the
+watermark is forwarded. With `keys`, the order holds within each key. End of
+input flushes the buffer in order. Output watermarks: `W(column, wm)` after
+the rows it released; other watermarks are dropped (held rows could break
+them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+
+from sparkbeam.errors import PipelineError
+from sparkbeam.graph import EdgeInfo, PrimitiveTransform
+from sparkbeam.transforms.validation import require_time_column, single_input
+
+
+@attrs.frozen(init=False)
+class Sort(PrimitiveTransform):
+    """Emit rows in `column` order as the watermark on `column` releases them."""
+
+    column: str
+    keys: tuple[str, ...]
+
+    def __init__(self, column: str, keys: str | Sequence[str] = ()) -> None:
+        self.__attrs_init__(column, (keys,) if isinstance(keys, str) else tuple(keys))
+
+    def default_label(self) -> str:
+        return f"Sort({self.column})"
+
+    def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
+        source = single_input(inputs, label)
+        require_time_column(source.schema, self.column, label)
+        for key in self.keys:
+            source.schema.require(key, f"{label} key")
+        if not source.bounded and self.column not in source.watermarked:
+            raise PipelineError(
+                f"{label}: sorting unbounded input on {self.column!r} needs a watermark on "
+                f"{self.column!r} to release rows; apply .with_watermark({self.column!r}, "
+                "delay=...) before the Sort"
+            )
+        return attrs.evolve(source, watermarked=source.watermarked & {self.column})
+
+    def output_order(self) -> tuple[str, tuple[str, ...]] | None:
+        return self.column, self.keys
+
+    def derive(self, column: str, value: int) -> list[tuple[str, int]]:
+        return [(column, value)] if column == self.column else []
