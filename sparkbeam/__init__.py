@@ -4,6 +4,9 @@ One pipeline, two runners that agree row for row: `"direct"` (in-process,
 checks invariant W on every edge) and `"spark"` (PySpark).
 """
 
+import importlib
+from typing import Any
+
 from sparkbeam.errors import DataError, InvariantViolation, PipelineError
 from sparkbeam.graph import PTransform
 from sparkbeam.messages import Watermark
@@ -19,6 +22,14 @@ from sparkbeam.transforms.sources import Create, TestStream
 from sparkbeam.transforms.union import Union
 from sparkbeam.transforms.watermark import WithWatermark
 from sparkbeam.transforms.windows import Hop, Session, Tumble
+
+
+def __getattr__(name: str) -> Any:
+    """`sb.SparkRunner`, imported on first use: pyspark is an optional dependency."""
+    if name in ("SparkRunner", "SparkResult"):
+        return getattr(importlib.import_module("sparkbeam.runners.spark"), name)
+    raise AttributeError(f"module 'sparkbeam' has no attribute {name!r}")
+
 
 __all__ = [
     "CombineFn",
@@ -45,6 +56,8 @@ __all__ = [
     "Select",
     "Session",
     "Sort",
+    "SparkResult",
+    "SparkRunner",
     "Sum",
     "TestStream",
     "Tumble",

@@ -222,6 +222,21 @@ def to_external(kind: type) -> Callable[[list[Any]], list[Any]] | None:
     return None
 
 
+def to_internal_value(value: Any, kind: type, where: str) -> Any:
+    """One Python value as held in a column of type `kind`; `DataError` if it is not one."""
+    if value is None:
+        return None
+    if not _check(kind)(value):
+        raise DataError(
+            f"{where}: {value!r} ({type(value).__name__}) is not a {type_name(kind)}; "
+            "return a value of the declared type",
+            value,
+        )
+    if kind is _dt.datetime:
+        return to_micros(value)
+    return float(value) if kind is float else value
+
+
 def columns_to_rows(columns: Mapping[str, list[Any]], schema: Schema) -> list[Row]:
     """Rows of Python values (naive UTC datetimes) for internal columns."""
     converted = []

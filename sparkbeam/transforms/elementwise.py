@@ -32,12 +32,15 @@ class BoundExpr:
 
     `source` is the column whose watermark derives this one (`None`: no
     watermark), and `derive` maps that watermark's value to this column's.
+    `steps` describes the computation for runners that compile it: the source
+    column, then `("shift", units)` and `("truncate", units)` in order.
     """
 
     output_type: type
     evaluate: Callable[[Mapping[str, list[Any]]], list[Any]]
     source: str | None
     derive: Callable[[int], int]
+    steps: tuple[tuple[str, int], ...] = ()
 
 
 class Expr:
@@ -106,7 +109,8 @@ class Shift(Expr):
         def derive(value: int) -> int:
             return base.derive(value) + delta
 
-        return BoundExpr(base.output_type, shifted, base.source, derive)
+        steps = (*base.steps, ("shift", delta))
+        return BoundExpr(base.output_type, shifted, base.source, derive, steps)
 
 
 @attrs.frozen(eq=False)
@@ -133,7 +137,8 @@ class Truncate(Expr):
         def derive(value: int) -> int:
             return floor_to(base.derive(value), unit)
 
-        return BoundExpr(base.output_type, truncated, base.source, derive)
+        steps = (*base.steps, ("truncate", unit))
+        return BoundExpr(base.output_type, truncated, base.source, derive, steps)
 
 
 def col(name: str) -> Col:

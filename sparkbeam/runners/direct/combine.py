@@ -16,7 +16,7 @@ from typing import Any
 from sparkbeam.graph import EdgeInfo, Node
 from sparkbeam.messages import Watermark
 from sparkbeam.runners.direct.operator import Chunk, Message, Operator
-from sparkbeam.schema import Schema, columns_to_rows
+from sparkbeam.schema import Schema, columns_to_rows, to_internal_value
 from sparkbeam.transforms.combine import CombinePerKey, Count, Max, Mean, Min, Sum
 
 Key = Hashable
@@ -25,7 +25,7 @@ Key = Hashable
 class Accumulators:
     """One aggregate's state for every open group."""
 
-    def add(self, keys: list[Key], chunk: Chunk) -> None:
+    def add(self, keys: Sequence[Key], chunk: Chunk) -> None:
         raise NotImplementedError
 
     def pop(self, key: Key) -> Any:
@@ -37,7 +37,7 @@ class CountRows(Accumulators):
     def __init__(self) -> None:
         self.counts: Counter[Key] = Counter()
 
-    def add(self, keys: list[Key], chunk: Chunk) -> None:
+    def add(self, keys: Sequence[Key], chunk: Chunk) -> None:
         self.counts.update(keys)
 
     def pop(self, key: Key) -> Any:
@@ -49,7 +49,7 @@ class CountValues(CountRows):
         super().__init__()
         self.column = column
 
-    def add(self, keys: list[Key], chunk: Chunk) -> None:
+    def add(self, keys: Sequence[Key], chunk: Chunk) -> None:
         values = chunk.columns[self.column]
         self.counts.update(k for k, v in zip(keys, values, strict=True) if v is not None)
 
@@ -59,7 +59,7 @@ class SumValues(Accumulators):
         self.column = column
         self.sums: dict[Key, Any] = {}
 
-    def add(self, keys: list[Key], chunk: Chunk) -> None:
+    def add(self, keys: Sequence[Key], chunk: Chunk) -> None:
         sums = self.sums
         get = sums.get
         for key, value in zip(keys, chunk.columns[self.column], strict=True):
@@ -76,7 +76,7 @@ class MeanValues(Accumulators):
         self.sums = SumValues(column)
         self.counts = CountValues(column)
 
-    def add(self, keys: list[Key], chunk: Chunk) -> None:
+    def add(self, keys: Sequence[Key], chunk: Chunk) -> None:
         self.sums.add(keys, chunk)
         self.counts.add(keys, chunk)
 
@@ -91,7 +91,7 @@ class ExtremeValues(Accumulators):
         self.better = better
         self.best: dict[Key, Any] = {}
 
-    def add(self, keys: list[Key], chunk: Chunk) -> None:
+    def add(self, keys: Sequence[Key], chunk: Chunk) -> None:
         best, better = self.best, self.better
         get = best.get
         for key, value in zip(keys, chunk.columns[self.column], strict=True):
@@ -107,12 +107,14 @@ class ExtremeValues(Accumulators):
 class UserCombine(Accumulators):
     """A user `CombineFn`: an accumulator per group and chunk, merged into the group's."""
 
-    def __init__(self, fn: Any, schema: Schema) -> None:
+    def __init__(self, fn: Any, schema: Schema, output_type: type, where: str) -> None:
         self.fn = fn
         self.schema = schema
+        self.output_type = output_type
+        self.where = where
         self.accumulators: dict[Key, Any] = {}
 
-    def add(self, keys: list[Key], chunk: Chunk) -> None:
+    def add(self, keys: Sequence[Key], chunk: Chunk) -> None:
         fn = self.fn
         partial: dict[Key, Any] = {}
         for key, row in zip(keys, columns_to_rows(chunk.columns, self.schema), strict=True):
@@ -125,7 +127,8 @@ class UserCombine(Accumulators):
             self.accumulators[key] = accumulator
 
     def pop(self, key: Key) -> Any:
-        return self.fn.extract_output(self.accumulators.pop(key))
+        value = self.fn.extract_output(self.accumulators.pop(key))
+        return to_internal_value(value, self.output_type, self.where)
 
 
 def _less(a: Any, b: Any) -> bool:
@@ -136,7 +139,9 @@ def _greater(a: Any, b: Any) -> bool:
     return bool(a > b)
 
 
-def accumulators_for(aggregate: Any, schema: Schema) -> Accumulators:
+def accumulators_for(
+    aggregate: Any, schema: Schema, output_type: type = object, where: str = "CombineFn"
+) -> Accumulators:
     if isinstance(aggregate, Count):
         return CountRows() if aggregate.column is None else CountValues(aggregate.column)
     if isinstance(aggregate, Sum):
@@ -147,7 +152,7 @@ def accumulators_for(aggregate: Any, schema: Schema) -> Accumulators:
         return ExtremeValues(aggregate.column, _less)
     if isinstance(aggregate, Max):
         return ExtremeValues(aggregate.column, _greater)
-    return UserCombine(aggregate, schema)
+    return UserCombine(aggregate, schema, output_type, where)
 
 
 class CombineOperator(Operator):
@@ -159,7 +164,11 @@ class CombineOperator(Operator):
         self.keys = transform.keys
         self.names = [name for name, _ in transform.aggregates]
         schema = inputs[0].schema
-        self.tables = [accumulators_for(aggregate, schema) for _, aggregate in transform.aggregates]
+        out = node.info.schema
+        self.tables = [
+            accumulators_for(aggregate, schema, out.type_of(name), f"{node.label} {name}")
+            for name, aggregate in transform.aggregates
+        ]
         self.groups: dict[Key, None] = {}
         self.positions = {key: i for i, key in enumerate(self.keys)}
         self.heaps: dict[str, list[Any]] = {c: [] for c in self.keys if c in inputs[0].watermarked}
@@ -173,9 +182,13 @@ class CombineOperator(Operator):
 
     def on_chunk(self, port: int, chunk: Chunk) -> list[Message]:
         key_columns = [chunk.columns[k] for k in self.keys]
-        keys: list[Key] = (
-            key_columns[0] if len(key_columns) == 1 else list(zip(*key_columns, strict=True))
-        )
+        keys: list[Key]
+        if len(key_columns) == 1:
+            keys = key_columns[0]
+        elif key_columns:
+            keys = list(zip(*key_columns, strict=True))
+        else:
+            keys = [()] * chunk.size
         groups = self.groups
         new = [key for key in dict.fromkeys(keys) if key not in groups]
         for key in new:

@@ -1,0 +1,99 @@
+"""User Python on Spark: `Map`, `Filter` and user `CombineFn`s, vectorised through Arrow.
+
+Rows cross into the Python worker as Arrow record batches (`mapInArrow`,
+`applyInArrow`), become the same dicts the direct runner gives the user's
+function (datetimes as naive UTC), and go back as Arrow. The cost is the
+Python call per row plus the dict conversion: about what the direct runner
+pays, spread over Spark's executors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pyarrow as pa
+
+from sparkbeam.errors import DataError
+from sparkbeam.runners.direct.combine import accumulators_for
+from sparkbeam.runners.direct.operator import Chunk
+from sparkbeam.runners.spark.arrow import batch_of, from_arrow
+from sparkbeam.schema import Columns, Row, Schema, columns_to_rows, rows_to_columns
+
+DATA_ERROR_MARK = "sparkbeam.DataError: "
+
+
+def _call(fn: Callable[[Row], Any], row: Row, label: str) -> Any:
+    try:
+        return fn(row)
+    except Exception as exc:
+        raise DataError(
+            f"{DATA_ERROR_MARK}{label}: the function raised {exc!r} on row {row!r}"
+        ) from exc
+
+
+def _rows(batch: pa.RecordBatch, schema: Schema) -> list[Row]:
+    return columns_to_rows(from_arrow(batch, schema), schema)
+
+
+def map_batches(
+    fn: Callable[[Row], Row], in_schema: Schema, out_schema: Schema, label: str
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            rows = [_call(fn, row, label) for row in _rows(batch, in_schema)]
+            try:
+                columns = rows_to_columns(rows, out_schema, f"{label} output")
+            except DataError as exc:
+                raise DataError(f"{DATA_ERROR_MARK}{exc}") from None
+            yield batch_of(columns, out_schema, label)
+
+    return run
+
+
+def filter_batches(
+    predicate: Callable[[Row], bool], schema: Schema, label: str
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            keep = [bool(_call(predicate, row, label)) for row in _rows(batch, schema)]
+            yield batch.filter(pa.array(keep, type=pa.bool_()))
+
+    return run
+
+
+def combine_groups(
+    keys: tuple[str, ...],
+    aggregates: tuple[tuple[str, Any], ...],
+    in_schema: Schema,
+    out_schema: Schema,
+    label: str,
+) -> Callable[[pa.Table], pa.Table]:
+    """One group's output row, every aggregate computed in Python.
+
+    Used when a `CombinePerKey` has a user `CombineFn`; its built-in
+    aggregates then use the direct runner's accumulators, so both runners
+    compute them alike.
+    """
+
+    def run(table: pa.Table) -> pa.Table:
+        columns = from_arrow(table, in_schema)
+        chunk = Chunk(columns, table.num_rows)
+        group = [0] * table.num_rows
+        out: Columns = {key: columns[key][:1] for key in keys}
+        for name, aggregate in aggregates:
+            where = f"{label} {name}"
+            accumulators = accumulators_for(aggregate, in_schema, out_schema.type_of(name), where)
+            try:
+                accumulators.add(group, chunk)
+                out[name] = [accumulators.pop(0)]
+            except Exception as exc:
+                raise DataError(
+                    f"{DATA_ERROR_MARK}{label}: aggregate {name} raised {exc!r}"
+                ) from exc
+        try:
+            return pa.Table.from_batches([batch_of(out, out_schema, label)])
+        except DataError as exc:
+            raise DataError(f"{DATA_ERROR_MARK}{exc}") from None
+
+    return run

@@ -1,0 +1,133 @@
+"""`SparkRunner`: the pipeline as a PySpark job on any Spark cluster (`local[*]` by default)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import sys
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import DataFrame, SparkSession
+
+from sparkbeam.errors import DataError, PipelineError
+from sparkbeam.runners.spark.arrow import from_arrow
+from sparkbeam.runners.spark.python_functions import DATA_ERROR_MARK
+from sparkbeam.runners.spark.translate import Translation
+from sparkbeam.schema import Row, columns_to_rows
+from sparkbeam.transforms.watermark import WithWatermark
+
+if TYPE_CHECKING:
+    from sparkbeam.pipeline import PCollection, Pipeline
+
+DEFAULT_CONF = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.ui.showConsoleProgress": "false",
+}
+
+
+class SparkRunner:
+    """Translates the pipeline into PySpark.
+
+    Uses `spark` when given, else starts (or reuses) a session on `master`
+    with `conf` (session time zone UTC). Bounded input runs as a batch job:
+    Spark computes a PCollection when it is collected (or written).
+    """
+
+    def __init__(
+        self,
+        spark: SparkSession | None = None,
+        master: str = "local[*]",
+        conf: Mapping[str, str] | None = None,
+    ) -> None:
+        self._spark = spark
+        self.master = master
+        self.conf = dict(conf or {})
+
+    @property
+    def spark(self) -> SparkSession:
+        if self._spark is None:
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+            builder = SparkSession.builder.master(self.master).appName("sparkbeam")
+            for key, value in {**DEFAULT_CONF, **self.conf}.items():
+                builder = builder.config(key, value)
+            self._spark = builder.getOrCreate()
+        return self._spark
+
+    def run(self, pipeline: Pipeline) -> SparkResult:
+        unbounded = [node.label for node in pipeline.nodes if not node.info.bounded]
+        if unbounded:
+            raise PipelineError(
+                f"{unbounded[0]}: unbounded input (TestStream) needs Structured Streaming, "
+                "which the Spark runner does not run yet; run it on the direct runner"
+            )
+        translation = Translation(self.spark, pipeline.nodes)
+        translation.run()
+        return SparkResult(pipeline, translation)
+
+
+_DATA_ERROR = re.compile(re.escape(DATA_ERROR_MARK) + r"(.*)")
+
+
+@contextlib.contextmanager
+def spark_errors() -> Iterator[None]:
+    """Turn a `DataError` raised in a Spark Python worker back into a `DataError`."""
+    try:
+        yield
+    except DataError:
+        raise
+    except Exception as exc:
+        match = _DATA_ERROR.search(str(exc))
+        if match is None:
+            raise
+        raise DataError(match.group(1).strip()) from None
+
+
+class SparkResult:
+    """The DataFrames of a translated pipeline, and what a run reports."""
+
+    def __init__(self, pipeline: Pipeline, translation: Translation) -> None:
+        self.pipeline = pipeline
+        self.translation = translation
+
+    def to_dataframe(self, pcoll: PCollection) -> DataFrame:
+        """The Spark DataFrame of `pcoll`, to go on with in Spark."""
+        if pcoll.pipeline is not self.pipeline:
+            raise PipelineError(f"{pcoll.node.label}: that PCollection is of another pipeline")
+        return self.translation.frames[pcoll.node.id]
+
+    def collect(self, pcoll: PCollection) -> list[Row]:
+        """Every row of `pcoll`, as the same Python values the direct runner gives."""
+        schema = pcoll.schema
+        with spark_errors():
+            table = self.to_dataframe(pcoll).toArrow()
+        return columns_to_rows(from_arrow(table, schema), schema)
+
+    def explain(self, pcoll: PCollection, mode: str = "formatted") -> str:
+        """Spark's plan for `pcoll`."""
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            self.to_dataframe(pcoll).explain(mode=mode)
+        return out.getvalue()
+
+    def _watermark_node(self, pcoll: PCollection) -> Any:
+        if not isinstance(pcoll.node.transform, WithWatermark):
+            raise PipelineError(
+                f"{pcoll.node.label}: late rows are counted by WithWatermark; pass the "
+                "PCollection that .with_watermark(...) returned"
+            )
+        return pcoll.node
+
+    def late_count(self, pcoll: PCollection) -> int:
+        """Rows dropped as late. Bounded input is one epoch, judged before any watermark: 0."""
+        self._watermark_node(pcoll)
+        return 0
+
+    def invalid_count(self, pcoll: PCollection) -> int:
+        """Rows dropped by that `WithWatermark` because their event time was `None`."""
+        node = self._watermark_node(pcoll)
+        with spark_errors():
+            return int(self.translation.invalid[node.id].count())

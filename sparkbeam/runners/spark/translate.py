@@ -1,0 +1,301 @@
+"""The graph as PySpark DataFrames: one small function per node type.
+
+`TRANSLATORS` maps a transform's type to the function that builds its
+DataFrame from its inputs' DataFrames. A node type without an entry is
+refused with a clear error when the pipeline is translated.
+
+Event times stay Spark `TIMESTAMP`s (or `LONG`s for integer time columns);
+window arithmetic is done on integer microseconds (`unix_micros`), exactly as
+the direct runner does it, so negative times and offsets agree.
+
+This module translates bounded input, where Spark runs a batch job and the
+end of input flushes everything: watermarks decide only when rows would be
+emitted, never which (SPEC Prop 1.1), so a batch plan needs none of them.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from sparkbeam.errors import PipelineError
+from sparkbeam.graph import Node
+from sparkbeam.runners.spark.arrow import require_spark_types, spark_schema, to_arrow
+from sparkbeam.runners.spark.python_functions import (
+    combine_groups,
+    filter_batches,
+    map_batches,
+)
+from sparkbeam.schema import Schema, rows_to_columns
+from sparkbeam.transforms.combine import AggregateFn, CombinePerKey, Count, Max, Mean, Min, Sum
+from sparkbeam.transforms.elementwise import Filter, Map, Select
+from sparkbeam.transforms.join import Join
+from sparkbeam.transforms.sort import Sort
+from sparkbeam.transforms.sources import Create
+from sparkbeam.transforms.union import Union
+from sparkbeam.transforms.watermark import WithWatermark
+from sparkbeam.transforms.windows import WINDOW_END, WINDOW_START, Hop, Session, Tumble
+
+Translator = Callable[["Translation", Node, Sequence[DataFrame]], DataFrame]
+TRANSLATORS: dict[type, Translator] = {}
+
+
+def translates(kind: type) -> Callable[[Translator], Translator]:
+    def register(function: Translator) -> Translator:
+        TRANSLATORS[kind] = function
+        return function
+
+    return register
+
+
+class Translation:
+    """The DataFrame of every node of a pipeline, built in graph order."""
+
+    def __init__(self, spark: SparkSession, nodes: Sequence[Node]) -> None:
+        self.spark = spark
+        self.nodes = nodes
+        self.frames: dict[int, DataFrame] = {}
+        self.invalid: dict[int, DataFrame] = {}
+        """For each `WithWatermark`: its input rows whose event time is `None`."""
+
+    def run(self) -> None:
+        for node in self.nodes:
+            translate = TRANSLATORS.get(type(node.transform))
+            if translate is None:
+                raise PipelineError(
+                    f"{node.label}: {type(node.transform).__name__} is not supported on the "
+                    "Spark runner"
+                )
+            require_spark_types(node.info.schema, node.label)
+            inputs = [self.frames[i] for i in node.inputs]
+            self.frames[node.id] = translate(self, node, inputs)
+
+
+def _long(value: int) -> Column:
+    return F.lit(value).cast("long")
+
+
+def units(column: Column, kind: type) -> Column:
+    """A time column as integers: microseconds for timestamps."""
+    return F.unix_micros(column) if kind is _dt.datetime else column
+
+
+def from_units(value: Column, kind: type) -> Column:
+    return F.timestamp_micros(value) if kind is _dt.datetime else value
+
+
+def _input_schema(translation: Translation, node: Node, port: int = 0) -> Schema:
+    return translation.nodes[node.inputs[port]].info.schema
+
+
+@translates(Create)
+def create(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+    assert isinstance(node.transform, Create)
+    schema = node.info.schema
+    columns = rows_to_columns(node.transform.rows, schema, node.label)
+    table = to_arrow(columns, schema, node.label)
+    return translation.spark.createDataFrame(table, schema=spark_schema(schema, node.label))
+
+
+@translates(WithWatermark)
+def with_watermark(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+    transform = node.transform
+    assert isinstance(transform, WithWatermark)
+    if transform.emit != "periodic":
+        raise PipelineError(
+            f"{node.label}: emit={transform.emit!r} raises the watermark after every row, in "
+            "arrival order, which Spark does not keep; on the Spark runner use "
+            "emit='periodic' (the watermark rises once per epoch, as in Spark)"
+        )
+    (frame,) = inputs
+    time = F.col(transform.column)
+    translation.invalid[node.id] = frame.filter(time.isNull())
+    return frame.filter(time.isNotNull())
+
+
+@translates(Map)
+def map_rows(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+    transform = node.transform
+    assert isinstance(transform, Map)
+    in_schema, out_schema = _input_schema(translation, node), node.info.schema
+    function = map_batches(transform.fn, in_schema, out_schema, node.label)
+    return inputs[0].mapInArrow(function, spark_schema(out_schema, node.label))
+
+
+@translates(Filter)
+def filter_rows(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+    transform = node.transform
+    assert isinstance(transform, Filter)
+    schema = node.info.schema
+    function = filter_batches(transform.predicate, schema, node.label)
+    return inputs[0].mapInArrow(function, spark_schema(schema, node.label))
+
+
+@translates(Select)
+def select(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+    transform = node.transform
+    assert isinstance(transform, Select)
+    columns = []
+    for name, bound in transform.bind(_input_schema(translation, node), node.label):
+        assert bound.source is not None
+        value, kind = F.col(bound.source), bound.output_type
+        for step, amount in bound.steps:
+            as_units = units(value, kind)
+            if step == "shift":
+                value = from_units(as_units + _long(amount), kind)
+            else:
+                value = from_units(as_units - F.pmod(as_units, _long(amount)), kind)
+        columns.append(value.alias(name))
+    return inputs[0].select(*columns)
+
+
+@translates(Tumble)
+def tumble(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+    transform = node.transform
+    assert isinstance(transform, Tumble)
+    schema = _input_schema(translation, node)
+    kind = schema.type_of(transform.column)
+    spec = transform.spec(schema, node.label)
+    t = units(F.col(transform.column), kind)
+    start = t - F.pmod(t - _long(spec.offset), _long(spec.size))
+    return inputs[0].select(
+        "*",
+        from_units(start, kind).alias(WINDOW_START),
+        from_units(start + _long(spec.size), kind).alias(WINDOW_END),
+    )
+
+
+@translates(Hop)
+def hop(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+    transform = node.transform
+    assert isinstance(transform, Hop)
+    schema = _input_schema(translation, node)
+    kind = schema.type_of(transform.column)
+    spec = transform.spec(schema, node.label)
+    size, slide, offset = _long(spec.size), _long(spec.slide), _long(spec.offset)
+    t = units(F.col(transform.column), kind)
+    first = t - size - F.pmod(t - size - offset, slide) + slide
+    last = t - F.pmod(t - offset, slide)
+    starts = F.when(first <= last, F.sequence(first, last, slide)).otherwise(
+        F.array().cast("array<bigint>")
+    )
+    start = F.explode(starts).alias("__sparkbeam_start")
+    exploded = inputs[0].select("*", start)
+    begin = F.col("__sparkbeam_start")
+    return exploded.select(
+        *[F.col(name) for name in schema.names],
+        from_units(begin, kind).alias(WINDOW_START),
+        from_units(begin + size, kind).alias(WINDOW_END),
+    )
+
+
+def _aggregate(aggregate: AggregateFn) -> Column:
+    if isinstance(aggregate, Count):
+        return F.count(F.lit(1)) if aggregate.column is None else F.count(aggregate.column)
+    functions: dict[type, Callable[[str], Column]] = {
+        Sum: F.sum,
+        Mean: F.avg,
+        Min: F.min,
+        Max: F.max,
+    }
+    assert aggregate.column is not None
+    return functions[type(aggregate)](aggregate.column)
+
+
+@translates(CombinePerKey)
+def combine_per_key(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+    transform = node.transform
+    assert isinstance(transform, CombinePerKey)
+    (frame,) = inputs
+    keys = list(transform.keys)
+    out_schema = node.info.schema
+    if not all(isinstance(a, AggregateFn) for _, a in transform.aggregates):
+        function = combine_groups(
+            transform.keys,
+            transform.aggregates,
+            _input_schema(translation, node),
+            out_schema,
+            node.label,
+        )
+        return frame.groupBy(*keys).applyInArrow(function, spark_schema(out_schema, node.label))
+    aggregates = [_aggregate(a).alias(name) for name, a in transform.aggregates]
+    if keys:
+        return frame.groupBy(*keys).agg(*aggregates)
+    # A global aggregate over no rows is one row in SQL but no group in the model.
+    counted = frame.agg(*aggregates, F.count(F.lit(1)).alias("__sparkbeam_rows"))
+    return counted.filter(F.col("__sparkbeam_rows") > 0).drop("__sparkbeam_rows")
+
+
+@translates(Sort)
+def sort(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+    transform = node.transform
+    assert isinstance(transform, Sort)
+    (frame,) = inputs
+    if not transform.keys:
+        return frame.orderBy(transform.column)
+    return frame.repartition(*transform.keys).sortWithinPartitions(transform.column)
+
+
+@translates(Session)
+def session(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+    transform = node.transform
+    assert isinstance(transform, Session)
+    schema = _input_schema(translation, node)
+    kind = schema.type_of(transform.column)
+    gap = _long(transform.gap_units(schema, node.label))
+    t = units(F.col(transform.column), kind)
+    keys = list(transform.keys)
+    ordered = Window.partitionBy(*keys).orderBy(t)
+    starts = F.when(
+        F.lag(t).over(ordered).isNull() | (t - F.lag(t).over(ordered) > gap), 1
+    ).otherwise(0)
+    numbered = inputs[0].select(
+        "*",
+        F.sum(starts)
+        .over(ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow))
+        .alias("__sparkbeam_session"),
+    )
+    whole = Window.partitionBy(*keys, "__sparkbeam_session")
+    return numbered.select(
+        *[F.col(name) for name in schema.names],
+        from_units(F.min(t).over(whole), kind).alias(WINDOW_START),
+        from_units(F.max(t).over(whole) + gap, kind).alias(WINDOW_END),
+    )
+
+
+@translates(Union)
+def union(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+    return functools.reduce(DataFrame.unionByName, inputs)
+
+
+@translates(Join)
+def join(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+    transform = node.transform
+    assert isinstance(transform, Join)
+    left_schema, right_schema = (_input_schema(translation, node, i) for i in (0, 1))
+    left = inputs[0].select([F.col(n).alias(f"__l_{n}") for n in left_schema.names])
+    right = inputs[1].select([F.col(n).alias(f"__r_{n}") for n in right_schema.names])
+    condition = functools.reduce(
+        lambda a, b: a & b, [F.col(f"__l_{k}") == F.col(f"__r_{k}") for k in transform.on]
+    )
+    bounds = transform.interval_bounds(left_schema, right_schema, node.label)
+    if bounds is not None and transform.times is not None:
+        kind = left_schema.type_of(transform.times[0])
+        lt = units(F.col(f"__l_{transform.times[0]}"), kind)
+        rt = units(F.col(f"__r_{transform.times[1]}"), kind)
+        condition = condition & (lt + _long(bounds[0]) <= rt) & (rt <= lt + _long(bounds[1]))
+    how = {"inner": "inner", "left": "left_outer", "right": "right_outer", "full": "full_outer"}
+    joined = left.join(right, condition, how[transform.how])
+    columns: list[Any] = []
+    for name, side, column in transform.layout(left_schema, right_schema, node.label).sources:
+        if side < 0:
+            value = F.coalesce(F.col(f"__l_{column}"), F.col(f"__r_{column}"))
+        else:
+            value = F.col(f"__{'lr'[side]}_{column}")
+        columns.append(value.alias(name))
+    return joined.select(*columns)
