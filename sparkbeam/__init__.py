@@ -16,6 +16,7 @@ from sparkbeam.schema import Schema
 from sparkbeam.testing import assert_that, equal_to
 from sparkbeam.transforms.combine import CombineFn, CombinePerKey, Count, Max, Mean, Min, Sum
 from sparkbeam.transforms.elementwise import Expr, Filter, Map, Select, col
+from sparkbeam.transforms.files import ReadFiles, WriteFiles
 from sparkbeam.transforms.join import Join
 from sparkbeam.transforms.sort import Sort
 from sparkbeam.transforms.sources import Create, TestStream
@@ -52,6 +53,7 @@ __all__ = [
     "Pipeline",
     "PipelineError",
     "PipelineResult",
+    "ReadFiles",
     "Schema",
     "Select",
     "Session",
@@ -64,6 +66,7 @@ __all__ = [
     "Union",
     "Watermark",
     "WithWatermark",
+    "WriteFiles",
     "assert_that",
     "col",
     "equal_to",

@@ -23,6 +23,7 @@ from sparkbeam.schema import Row, Schema
 from sparkbeam.time import Duration
 from sparkbeam.transforms.combine import AggregateFn, CombineFn, CombinePerKey
 from sparkbeam.transforms.elementwise import Expr, Filter, Map, Select
+from sparkbeam.transforms.files import WriteFiles
 from sparkbeam.transforms.join import Join
 from sparkbeam.transforms.sort import Sort
 from sparkbeam.transforms.union import Union
@@ -252,6 +253,11 @@ class PCollection:
     ) -> PCollection:
 
         return self | Map(fn, schema=schema, keeps=keeps)
+
+    def write_files(
+        self, path: str, format: str = "parquet", mode: str = "overwrite"
+    ) -> PCollection:
+        return self | WriteFiles(path, format=format, mode=mode)
 
     def filter(self, predicate: Callable[[Row], bool]) -> PCollection:
 

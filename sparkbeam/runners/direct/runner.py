@@ -11,6 +11,7 @@ from sparkbeam.messages import Watermark
 from sparkbeam.runners.direct.combine import CombineOperator
 from sparkbeam.runners.direct.elementwise import FilterOperator, MapOperator, SelectOperator
 from sparkbeam.runners.direct.executor import EdgeRecord, Executor, OperatorFactory
+from sparkbeam.runners.direct.files import ReadFilesOperator, WriteFilesOperator
 from sparkbeam.runners.direct.join import JoinOperator
 from sparkbeam.runners.direct.operator import Operator
 from sparkbeam.runners.direct.session import SessionOperator
@@ -22,6 +23,7 @@ from sparkbeam.runners.direct.windows import HopOperator, TumbleOperator
 from sparkbeam.schema import Row, columns_to_rows, to_external
 from sparkbeam.transforms.combine import CombinePerKey
 from sparkbeam.transforms.elementwise import Filter, Map, Select
+from sparkbeam.transforms.files import ReadFiles, WriteFiles
 from sparkbeam.transforms.join import Join
 from sparkbeam.transforms.sort import Sort
 from sparkbeam.transforms.sources import Create, TestStreamSource
@@ -46,6 +48,8 @@ OPERATORS: dict[type, OperatorFactory] = {
     Session: SessionOperator,
     Union: UnionOperator,
     Join: JoinOperator,
+    ReadFiles: ReadFilesOperator,
+    WriteFiles: WriteFilesOperator,
 }
 
 

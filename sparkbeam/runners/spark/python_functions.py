@@ -14,10 +14,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from sparkbeam.arrow import batch_of, from_arrow
 from sparkbeam.errors import DataError
 from sparkbeam.runners.direct.combine import accumulators_for
 from sparkbeam.runners.direct.operator import Chunk
-from sparkbeam.runners.spark.arrow import batch_of, from_arrow
 from sparkbeam.schema import Columns, Row, Schema, columns_to_rows, rows_to_columns
 
 DATA_ERROR_MARK = "sparkbeam.DataError: "

@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame, SparkSession
 
+from sparkbeam.arrow import from_arrow
 from sparkbeam.errors import DataError, PipelineError
-from sparkbeam.runners.spark.arrow import from_arrow
 from sparkbeam.runners.spark.python_functions import DATA_ERROR_MARK
-from sparkbeam.runners.spark.translate import Translation
+from sparkbeam.runners.spark.translate import Translation, file_options
 from sparkbeam.schema import Row, columns_to_rows
+from sparkbeam.transforms.files import WriteFiles
 from sparkbeam.transforms.watermark import WithWatermark
 
 if TYPE_CHECKING:
@@ -66,6 +67,14 @@ class SparkRunner:
             )
         translation = Translation(self.spark, pipeline.nodes)
         translation.run()
+        for node, frame in translation.writes:
+            transform = node.transform
+            assert isinstance(transform, WriteFiles)
+            writer = frame.write.mode("overwrite" if transform.mode == "overwrite" else "error")
+            writer = writer.format(transform.format)
+            writer = writer.options(**file_options(transform.format, write=True))
+            with spark_errors():
+                writer.save(transform.path)
         return SparkResult(pipeline, translation)
 
 

@@ -23,9 +23,10 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from sparkbeam.arrow import to_arrow
 from sparkbeam.errors import PipelineError
 from sparkbeam.graph import Node
-from sparkbeam.runners.spark.arrow import require_spark_types, spark_schema, to_arrow
+from sparkbeam.runners.spark.arrow import require_spark_types, spark_schema
 from sparkbeam.runners.spark.python_functions import (
     combine_groups,
     filter_batches,
@@ -34,6 +35,7 @@ from sparkbeam.runners.spark.python_functions import (
 from sparkbeam.schema import Schema, rows_to_columns
 from sparkbeam.transforms.combine import AggregateFn, CombinePerKey, Count, Max, Mean, Min, Sum
 from sparkbeam.transforms.elementwise import Filter, Map, Select
+from sparkbeam.transforms.files import ReadFiles, WriteFiles
 from sparkbeam.transforms.join import Join
 from sparkbeam.transforms.sort import Sort
 from sparkbeam.transforms.sources import Create
@@ -62,6 +64,8 @@ class Translation:
         self.frames: dict[int, DataFrame] = {}
         self.invalid: dict[int, DataFrame] = {}
         """For each `WithWatermark`: its input rows whose event time is `None`."""
+        self.writes: list[tuple[Node, DataFrame]] = []
+        """The `WriteFiles` nodes, written when the pipeline runs."""
 
     def run(self) -> None:
         for node in self.nodes:
@@ -100,6 +104,39 @@ def create(translation: Translation, node: Node, inputs: Sequence[DataFrame]) ->
     columns = rows_to_columns(node.transform.rows, schema, node.label)
     table = to_arrow(columns, schema, node.label)
     return translation.spark.createDataFrame(table, schema=spark_schema(schema, node.label))
+
+
+TIMESTAMP_TEXT = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"
+"""How json and csv files hold timestamps: ISO 8601 with microseconds and an offset."""
+
+
+def file_options(format: str, *, write: bool) -> dict[str, str]:
+    """Spark reader/writer options that match `transforms.files` (and the direct runner)."""
+    options: dict[str, str] = {}
+    if format in ("json", "csv"):
+        options["mode"] = "FAILFAST"
+        if write:
+            options["timestampFormat"] = TIMESTAMP_TEXT
+    if format == "csv":
+        options.update(header="true", quote='"', escape='"')
+    if write:
+        options.pop("mode", None)
+    return options
+
+
+@translates(ReadFiles)
+def read_files(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+    transform = node.transform
+    assert isinstance(transform, ReadFiles)
+    reader = translation.spark.read.format(transform.format)
+    reader = reader.schema(spark_schema(node.info.schema, node.label))
+    return reader.options(**file_options(transform.format, write=False)).load(transform.path)
+
+
+@translates(WriteFiles)
+def write_files(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+    translation.writes.append((node, inputs[0]))
+    return inputs[0]
 
 
 @translates(WithWatermark)

@@ -1,0 +1,180 @@
+"""Files: `ReadFiles` (a source) and `WriteFiles` (a sink that passes its rows on).
+
+- Formats: `parquet`, `json` (one object per line, as Spark writes it) and
+  `csv` (with a header row; an empty field is `None`). Timestamps in json and
+  csv are ISO 8601 with microseconds and an offset (`2026-04-01T10:00:00.000000Z`).
+- `path` is a file or a directory; a directory's files are read in name
+  order, skipping names that start with `_` or `.` (Spark's `_SUCCESS`,
+  checksums), not recursing.
+- Schema: parquet files carry theirs (read from the first file's footer when
+  `schema` is not given, and checked against every file when the transform is
+  applied); json and csv need `schema=`.
+- `WriteFiles(path, format, mode="overwrite")` writes every row it receives
+  (`mode="error"` refuses an existing path) and emits them unchanged.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from sparkbeam.errors import PipelineError
+from sparkbeam.graph import EdgeInfo, PrimitiveTransform
+from sparkbeam.schema import Schema, type_name
+from sparkbeam.transforms.validation import single_input
+
+FORMATS = ("parquet", "json", "csv")
+WRITE_MODES = ("overwrite", "error")
+
+
+def _check_format(format: str, label: str) -> None:
+    if format not in FORMATS:
+        raise PipelineError(f"{label}: format={format!r}; use one of {list(FORMATS)}")
+
+
+def data_files(path: str, label: str) -> list[str]:
+    """The files under `path` (a file, or a directory's visible files in name order)."""
+    if os.path.isfile(path):
+        return [path]
+    if not os.path.isdir(path):
+        raise PipelineError(f"{label}: no file or directory at {path!r}; check the path")
+    return [
+        os.path.join(path, name)
+        for name in sorted(os.listdir(path))
+        if not name.startswith(("_", ".")) and os.path.isfile(os.path.join(path, name))
+    ]
+
+
+def parquet_schema(path: str, label: str) -> Schema:
+    """Our schema of one parquet file's footer."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError as exc:  # pragma: no cover - pyarrow comes with the spark extra
+        raise PipelineError(f"{label}: reading parquet needs pyarrow: pip install pyarrow") from exc
+    fields: list[tuple[str, type]] = []
+    for field in pq.read_schema(path):
+        kind = field.type
+        if pa.types.is_timestamp(kind):
+            fields.append((field.name, _dt.datetime))
+        elif pa.types.is_boolean(kind):
+            fields.append((field.name, bool))
+        elif pa.types.is_integer(kind):
+            fields.append((field.name, int))
+        elif pa.types.is_floating(kind):
+            fields.append((field.name, float))
+        elif pa.types.is_string(kind) or pa.types.is_large_string(kind):
+            fields.append((field.name, str))
+        elif pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+            fields.append((field.name, bytes))
+        else:
+            raise PipelineError(
+                f"{label}: column {field.name!r} of {path!r} has type {kind}, which sparkbeam "
+                "does not read; select other columns with schema="
+            )
+    return Schema(tuple(fields))
+
+
+@attrs.frozen(init=False)
+class ReadFiles(PrimitiveTransform):
+    """Rows from files: `ReadFiles("data/orders", format="parquet")`.
+
+    Bounded: all files are one epoch. With `streaming=True` the files are an
+    unbounded input, one epoch per file in name order (Spark: a file source).
+    """
+
+    path: str
+    format: str
+    schema: Schema | None
+    streaming: bool
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        format: str = "parquet",
+        schema: Schema | Mapping[str, Any] | Sequence[tuple[str, Any]] | None = None,
+        streaming: bool = False,
+    ) -> None:
+        self.__attrs_init__(
+            os.fspath(path), format, None if schema is None else Schema.of(schema), streaming
+        )
+
+    def default_label(self) -> str:
+        return f"ReadFiles({os.path.basename(self.path.rstrip('/')) or self.path})"
+
+    def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
+        if inputs:
+            raise PipelineError(f"{label}: ReadFiles is a source; apply it to the pipeline")
+        _check_format(self.format, label)
+        files = data_files(self.path, label)
+        schema = self.schema
+        if self.format == "parquet":
+            if schema is None and not files:
+                raise PipelineError(
+                    f"{label}: {self.path!r} holds no files to read a schema from; give schema="
+                )
+            for file in files:
+                found = parquet_schema(file, label)
+                if schema is None:
+                    schema = found
+                for name, kind in schema.fields:
+                    if name not in found or found.type_of(name) is not kind:
+                        has = type_name(found.type_of(name)) if name in found else "no such column"
+                        raise PipelineError(
+                            f"{label}: schema says column {name!r} is {type_name(kind)}, but "
+                            f"{file!r} has {has}; fix schema= or the files"
+                        )
+        elif schema is None:
+            raise PipelineError(
+                f"{label}: {self.format} files do not store their column types; give schema= "
+                "(a dict of column name to type)"
+            )
+        else:
+            binary = [name for name, kind in schema.fields if kind in (bytes, object)]
+            if binary:
+                raise PipelineError(
+                    f"{label}: column(s) {binary} cannot be read from {self.format}; "
+                    "use parquet for bytes"
+                )
+        assert schema is not None
+        return EdgeInfo(schema, bounded=not self.streaming)
+
+
+@attrs.frozen(init=False)
+class WriteFiles(PrimitiveTransform):
+    """Write every row to files under the directory `path`; the rows pass on unchanged."""
+
+    path: str
+    format: str
+    mode: str
+
+    def __init__(
+        self, path: str | os.PathLike[str], format: str = "parquet", mode: str = "overwrite"
+    ) -> None:
+        self.__attrs_init__(os.fspath(path), format, mode)
+
+    def default_label(self) -> str:
+        return f"WriteFiles({os.path.basename(self.path.rstrip('/')) or self.path})"
+
+    def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
+        source = single_input(inputs, label)
+        _check_format(self.format, label)
+        if self.mode not in WRITE_MODES:
+            raise PipelineError(f"{label}: mode={self.mode!r}; use one of {list(WRITE_MODES)}")
+        if self.mode == "error" and os.path.exists(self.path):
+            raise PipelineError(
+                f"{label}: {self.path!r} exists and mode='error'; remove it or use mode='overwrite'"
+            )
+        unwritable = [name for name, kind in source.schema.fields if kind is object]
+        if unwritable or (
+            self.format != "parquet" and bytes in dict(source.schema.fields).values()
+        ):
+            raise PipelineError(
+                f"{label}: columns of type object (or bytes outside parquet) cannot be written; "
+                "give them a concrete type with Map(schema=...)"
+            )
+        return source
