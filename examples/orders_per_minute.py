@@ -70,8 +70,10 @@ def main() -> None:
         )
     total = sum(len(epoch) for epoch in generate_orders())
     counted = sum(row["order_count"] for row in rows)
-    print(f"\n{total} orders in, {counted} counted in windows, "
-          f"{result.late_count(watermarked)} dropped as late")
+    print(
+        f"\n{total} orders in, {counted} counted in windows, "
+        f"{result.late_count(watermarked)} dropped as late"
+    )
 
 
 if __name__ == "__main__":

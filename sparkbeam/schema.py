@@ -105,7 +105,8 @@ class Schema:
         """Raise `PipelineError` naming `where` when `column` is not in the schema."""
         if column not in self:
             raise PipelineError(
-                f"{where}: unknown column {column!r}; the input has columns {list(self.names)}"
+                f"{where}: unknown column {column!r}; the input has columns {list(self.names)}: "
+                "use one of those, or add the column with Select or Map before this transform"
             )
 
 

@@ -38,6 +38,7 @@ _UNIT_ALIASES: Final = {
     "sec": "second",
     "min": "minute",
     "h": "hour",
+    "hr": "hour",
     "d": "day",
 }
 _INTERVAL_PART = re.compile(r"\s*([+-]?\d+(?:\.\d+)?)\s*([a-zA-Z]+)\s*")
@@ -83,9 +84,9 @@ def parse_interval(text: str) -> int:
         if match is None:
             break
         number, unit = match.group(1), match.group(2).lower()
-        unit = _UNIT_ALIASES.get(unit, unit)
-        if unit.endswith("s") and unit[:-1] in _UNIT_MICROS:
+        if unit.endswith("s") and (unit[:-1] in _UNIT_MICROS or unit[:-1] in _UNIT_ALIASES):
             unit = unit[:-1]
+        unit = _UNIT_ALIASES.get(unit, unit)
         if unit not in _UNIT_MICROS:
             raise ValueError(
                 f"unknown unit {match.group(2)!r} in duration {text!r}: use one of "

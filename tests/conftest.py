@@ -1,10 +1,16 @@
-"""Shared test set-up: the hypothesis profile for CI."""
+"""Shared test set-up: the hypothesis profile for CI and one SparkSession for the session."""
 
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Iterator
+from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, settings
+
+import sparkbeam as sb
 
 settings.register_profile(
     "ci",
@@ -16,3 +22,42 @@ settings.register_profile(
 )
 settings.register_profile("dev", max_examples=100, deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+SPARK_CONF = {
+    "spark.master": "local[2]",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.driver.memory": "2g",
+}
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One SparkSession for the whole test run (`local[2]`, few partitions, no UI)."""
+    from pyspark.sql import SparkSession
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    builder = SparkSession.builder.appName("sparkbeam-tests")
+    for key, value in SPARK_CONF.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_runner(spark: Any) -> Any:
+    return sb.SparkRunner(spark=spark)
+
+
+@pytest.fixture(params=["direct", "spark"])
+def runner(request: pytest.FixtureRequest) -> Any:
+    """Each runner in turn, for tests over bounded input that both must pass alike."""
+    if request.param == "spark":
+        return request.getfixturevalue("spark_runner")
+    return sb.DirectRunner()

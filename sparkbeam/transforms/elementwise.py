@@ -23,7 +23,7 @@ from sparkbeam.errors import PipelineError
 from sparkbeam.graph import EdgeInfo, PrimitiveTransform
 from sparkbeam.schema import Row, Schema, type_name
 from sparkbeam.time import Duration, floor_to
-from sparkbeam.transforms.validation import duration_on, single_input
+from sparkbeam.transforms.validation import duration_for, signed_duration_for, single_input
 
 
 @attrs.frozen
@@ -77,13 +77,9 @@ class Col(Expr):
 
 
 def _delta_units(base: BoundExpr, delta: object, what: str, label: str) -> int:
-    if base.output_type is _dt.datetime:
-        probe = Schema((("t", _dt.datetime),))
-        sign = -1 if isinstance(delta, _dt.timedelta) and delta < _dt.timedelta(0) else 1
-        magnitude = -delta if sign < 0 and isinstance(delta, _dt.timedelta) else delta
-        return sign * duration_on(probe, "t", magnitude, what, label)
-    if base.output_type is int and isinstance(delta, int) and not isinstance(delta, bool):
-        return delta
+    if base.output_type in (_dt.datetime, int):
+        column = base.source or "the column"
+        return signed_duration_for(base.output_type, delta, what, label, column=column)
     raise PipelineError(
         f"{label}: cannot shift a {type_name(base.output_type)} column by {delta!r}; shift "
         "datetime columns by a timedelta or an interval string, integer columns by an integer"
@@ -127,8 +123,14 @@ class Truncate(Expr):
                 f"{label}: truncate() needs a datetime or integer column, not "
                 f"{type_name(base.output_type)}"
             )
-        probe = Schema((("t", base.output_type),))
-        unit = duration_on(probe, "t", self.unit, "truncation unit", label, positive=True)
+        unit = duration_for(
+            base.output_type,
+            self.unit,
+            "truncation unit",
+            label,
+            column=base.source or "the column",
+            positive=True,
+        )
         evaluate = base.evaluate
 
         def truncated(columns: Mapping[str, list[Any]]) -> list[Any]:

@@ -38,14 +38,36 @@ def duration_on(
     positive: bool = False,
     whole_millis: bool = False,
 ) -> int:
-    """A duration on `column`, in that column's units (microseconds for datetimes).
+    """A duration on `column` of `schema`, in that column's units (see `duration_for`)."""
+    return duration_for(
+        schema.type_of(column),
+        value,
+        what,
+        label,
+        column=column,
+        positive=positive,
+        whole_millis=whole_millis,
+    )
+
+
+def duration_for(
+    kind: type,
+    value: object,
+    what: str,
+    label: str,
+    *,
+    column: str,
+    positive: bool = False,
+    whole_millis: bool = False,
+) -> int:
+    """A duration on a time column of type `kind`, in its units (microseconds for datetimes).
 
     `datetime` columns take `timedelta`s or Spark interval strings (and 0);
     integer columns take integers. `positive` refuses zero and negatives, the
     default refuses negatives only; `whole_millis` refuses sub-millisecond
     durations on datetime columns.
     """
-    is_datetime = schema.type_of(column) is _dt.datetime
+    is_datetime = kind is _dt.datetime
     if isinstance(value, bool):
         raise PipelineError(f"{label}: {what} {value!r} is not a duration")
     if is_datetime:
@@ -76,15 +98,20 @@ def duration_on(
     return units
 
 
+def signed_duration_for(kind: type, value: object, what: str, label: str, *, column: str) -> int:
+    """A duration that may be negative (`"-5 minutes"`, a negative timedelta or integer)."""
+    if isinstance(value, str) and value.strip().startswith("-"):
+        return -duration_for(kind, value.strip()[1:], what, label, column=column)
+    if isinstance(value, _dt.timedelta) and value < _dt.timedelta(0):
+        return -duration_for(kind, -value, what, label, column=column)
+    if isinstance(value, int) and not isinstance(value, bool) and value < 0:
+        return -duration_for(kind, -value, what, label, column=column)
+    return duration_for(kind, value, what, label, column=column)
+
+
 def offset_on(schema: Schema, column: str, value: object, label: str) -> int:
     """A window offset: any duration, negative ones included."""
-    if isinstance(value, str) and value.strip().startswith("-"):
-        return -duration_on(schema, column, value.strip()[1:], "offset", label)
-    if isinstance(value, _dt.timedelta) and value < _dt.timedelta(0):
-        return -duration_on(schema, column, -value, "offset", label)
-    if isinstance(value, int) and not isinstance(value, bool) and value < 0:
-        return -duration_on(schema, column, -value, "offset", label)
-    return duration_on(schema, column, value, "offset", label)
+    return signed_duration_for(schema.type_of(column), value, "offset", label, column=column)
 
 
 def require_new_columns(schema: Schema, names: Sequence[str], label: str) -> None:

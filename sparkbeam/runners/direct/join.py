@@ -70,6 +70,8 @@ class JoinOperator(Operator):
         )
         self.by_time: tuple[list[tuple[Any, int, Key]], ...] = ([], [])
         self.size = 0
+        self.time_marks: list[Any] = [None, None]
+        """The latest watermark of each side on its interval time column."""
 
     # rows
 
@@ -90,7 +92,10 @@ class JoinOperator(Operator):
                     out_rows.append(self._output(0, pair[0], pair[1]))
                     candidate.matched = True
                     entry.matched = True
-            self._hold(port, entry)
+            if self._can_match_later(port, entry):
+                self._hold(port, entry)
+            elif not entry.matched and self.keep_unmatched[port]:
+                out_rows.append(self._output(port, row, None))
         return [self._chunk(out_rows)] if out_rows else []
 
     def _within(self, left: Row, right: Row) -> bool:
@@ -101,6 +106,17 @@ class JoinOperator(Operator):
             return False
         lower, upper = self.interval
         return bool(lt + lower <= rt <= lt + upper)
+
+    def _can_match_later(self, side: int, entry: HeldRow) -> bool:
+        """False when the other side's watermark already rules out any further match."""
+        other_mark = self.time_marks[1 - side]
+        if self.interval is None or self.time_positions is None or other_mark is None:
+            return True
+        t = entry.row[self.time_positions[side]]
+        if t is None:
+            return False
+        lower, upper = self.interval
+        return bool((t + upper if side == 0 else t - lower) >= other_mark)
 
     def _hold(self, side: int, entry: HeldRow) -> None:
         row_id = next(self.ids)
@@ -147,6 +163,7 @@ class JoinOperator(Operator):
                 self._expire(side, self.by_key[side][column], merged, out_rows)
         times = self.transform.times
         if times is not None and column == times[port]:
+            self.time_marks[port] = value
             other = 1 - port
             self._expire(other, self.by_time[other], value, out_rows)
         out: list[Message] = [self._chunk(out_rows)] if out_rows else []
