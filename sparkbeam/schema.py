@@ -15,7 +15,7 @@ from typing import Any, Final
 import attrs
 
 from sparkbeam.errors import DataError, PipelineError
-from sparkbeam.time import from_micros, to_micros
+from sparkbeam.time import EPOCH, ONE_MICROSECOND, from_micros, to_micros
 
 Row = dict[str, Any]
 Columns = dict[str, list[Any]]
@@ -168,34 +168,62 @@ def _check(kind: type) -> Callable[[object], bool]:
     return lambda value: isinstance(value, kind)
 
 
+_EXACT_TYPES: Final[dict[type, frozenset[type]]] = {
+    _dt.datetime: frozenset({_dt.datetime, type(None)}),
+    int: frozenset({int, type(None)}),
+    float: frozenset({float, int, type(None)}),
+    str: frozenset({str, type(None)}),
+    bool: frozenset({bool, type(None)}),
+    bytes: frozenset({bytes, type(None)}),
+}
+
+
 def rows_to_columns(rows: Sequence[Mapping[str, Any]], schema: Schema, where: str) -> Columns:
     """Columns of internal values for `rows`, checked against `schema`.
 
     Raises `DataError` naming `where`, the column and the row for a missing or
     unknown column or a value of the wrong type. `None` is allowed anywhere.
+    The common case (plain dicts, values of exactly the column's type) takes a
+    fast path of whole-column checks.
     """
     names = schema.names
     expected = set(names)
-    for row in rows:
-        if not isinstance(row, Mapping) or row.keys() != expected:
-            _raise_shape_error(row, names, where)
+    if not all(type(row) is dict and row.keys() == expected for row in rows):
+        for row in rows:
+            if not isinstance(row, Mapping) or row.keys() != expected:
+                _raise_shape_error(row, names, where)
     columns: Columns = {}
     for name, kind in schema.fields:
         values = [row[name] for row in rows]
-        check = _check(kind)
-        for index, value in enumerate(values):
-            if value is not None and not check(value):
-                raise DataError(
-                    f"{where}: column {name!r} is {type_name(kind)} but row {rows[index]!r} "
-                    f"has {value!r} ({type(value).__name__}); convert the value or fix the schema",
-                    rows[index],
-                )
+        exact = _EXACT_TYPES.get(kind)
+        if exact is None or not exact.issuperset(map(type, values)):
+            _check_values(values, rows, name, kind, where)
         if kind is _dt.datetime:
-            values = [None if value is None else to_micros(value) for value in values]
+            values = _datetimes_to_micros(values)
         elif kind is float:
             values = [None if value is None else float(value) for value in values]
         columns[name] = values
     return columns
+
+
+def _check_values(
+    values: list[Any], rows: Sequence[Mapping[str, Any]], name: str, kind: type, where: str
+) -> None:
+    check = _check(kind)
+    for index, value in enumerate(values):
+        if value is not None and not check(value):
+            raise DataError(
+                f"{where}: column {name!r} is {type_name(kind)} but row {rows[index]!r} "
+                f"has {value!r} ({type(value).__name__}); convert the value or fix the schema",
+                rows[index],
+            )
+
+
+def _datetimes_to_micros(values: list[Any]) -> list[Any]:
+    try:  # naive values (UTC): one subtraction each
+        return [None if v is None else (v - EPOCH) // ONE_MICROSECOND for v in values]
+    except TypeError:  # aware values among them
+        return [None if v is None else to_micros(v) for v in values]
 
 
 def _raise_shape_error(row: object, names: tuple[str, ...], where: str) -> None:
