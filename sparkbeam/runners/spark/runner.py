@@ -6,7 +6,9 @@ import contextlib
 import io
 import os
 import re
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from sparkbeam.arrow import from_arrow
 from sparkbeam.errors import DataError, PipelineError
 from sparkbeam.runners.spark.python_functions import DATA_ERROR_MARK
+from sparkbeam.runners.spark.streaming import StreamingRun, StreamingTranslation
 from sparkbeam.runners.spark.translate import Translation, file_options
 from sparkbeam.schema import Row, columns_to_rows
 from sparkbeam.transforms.files import WriteFiles
@@ -58,13 +61,14 @@ class SparkRunner:
             self._spark = builder.getOrCreate()
         return self._spark
 
-    def run(self, pipeline: Pipeline) -> SparkResult:
-        unbounded = [node.label for node in pipeline.nodes if not node.info.bounded]
-        if unbounded:
-            raise PipelineError(
-                f"{unbounded[0]}: unbounded input (TestStream) needs Structured Streaming, "
-                "which the Spark runner does not run yet; run it on the direct runner"
-            )
+    def run(self, pipeline: Pipeline) -> SparkResult | SparkStreamingResult:
+        if any(not node.info.bounded for node in pipeline.nodes):
+            check = StreamingTranslation(self.spark, pipeline.nodes, tempfile.mkdtemp())
+            try:
+                check.run()  # refuses what Spark cannot do now, before any query runs
+            finally:
+                shutil.rmtree(check.directory, ignore_errors=True)
+            return SparkStreamingResult(pipeline, self.spark)
         translation = Translation(self.spark, pipeline.nodes)
         translation.run()
         for node, frame in translation.writes:
@@ -93,6 +97,53 @@ def spark_errors() -> Iterator[None]:
         if match is None:
             raise
         raise DataError(match.group(1).strip()) from None
+
+
+class SparkStreamingResult:
+    """The results of an unbounded pipeline: each PCollection's query runs when first asked for.
+
+    A query replays every epoch of the sources, one micro-batch per epoch,
+    then the end-of-input flush; `collect_by_epoch` gives the rows each epoch
+    (its data batch and no-data batch) emitted, then those of the flush.
+    """
+
+    def __init__(self, pipeline: Pipeline, spark: SparkSession) -> None:
+        self.pipeline = pipeline
+        self.spark = spark
+        self.runs: dict[int, StreamingRun] = {}
+
+    def _run(self, pcoll: PCollection) -> StreamingRun:
+        if pcoll.pipeline is not self.pipeline:
+            raise PipelineError(f"{pcoll.node.label}: that PCollection is of another pipeline")
+        run = self.runs.get(pcoll.node.id)
+        if run is None:
+            run = StreamingRun(self.spark, self.pipeline.nodes, pcoll.node)
+            run.translate()
+            with spark_errors():
+                run.execute()
+            self.runs[pcoll.node.id] = run
+        return run
+
+    def collect(self, pcoll: PCollection) -> list[Row]:
+        return [row for epoch in self.collect_by_epoch(pcoll) for row in epoch]
+
+    def collect_by_epoch(self, pcoll: PCollection) -> list[list[Row]]:
+        return self._run(pcoll).epochs
+
+    def _metric(self, pcoll: PCollection, name: str) -> int:
+        if not isinstance(pcoll.node.transform, WithWatermark):
+            raise PipelineError(
+                f"{pcoll.node.label}: late rows are counted by WithWatermark; pass the "
+                "PCollection that .with_watermark(...) returned"
+            )
+        return self._run(pcoll).metrics.get(name.format(pcoll.node.id), 0)
+
+    def late_count(self, pcoll: PCollection) -> int:
+        """Rows into the late-row filter minus rows out of it, summed over micro-batches."""
+        return self._metric(pcoll, "in_{}.rows") - self._metric(pcoll, "out_{}.rows")
+
+    def invalid_count(self, pcoll: PCollection) -> int:
+        return self._metric(pcoll, "in_{}.invalid")
 
 
 class SparkResult:
