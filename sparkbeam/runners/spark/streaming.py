@@ -74,18 +74,26 @@ WATERMARK_DELAY_KEY = "spark.watermarkDelayMs"
 SENTINEL = "__sparkbeam_end"
 JUDGE = "__sparkbeam_judge"
 ROW_ID = "__sparkbeam_row"
-FAR_FUTURE = _dt.datetime(9000, 1, 1)
-FAR_FUTURE_INT = 200_000_000_000_000
-"""An integer time that, read as milliseconds, is still a Spark timestamp (year ~8300)."""
+SHIFT_MICROS = (_dt.datetime(1970, 1, 1) - _dt.datetime(1, 1, 1)) // _dt.timedelta(microseconds=1)
+"""Spark's watermark starts at 0 (1970) and never goes below it, so times before 1970 would
+all look late: Spark sees every event time moved forward by this much (year 1 becomes 1970).
+Event times after the year 8029 are out of Spark's range once shifted."""
+FAR_FUTURE = _dt.datetime(8000, 1, 1)
+FAR_FUTURE_INT = 100_000_000_000_000
+"""The sentinels' times: beyond any real row, still a Spark timestamp once shifted."""
 
 STATELESS = (Map, Filter, Select, Tumble, Hop, Union)
 
 
 def _as_spark_time(value: Column, kind: type) -> Column:
-    """A time value as the Spark timestamp the watermark is kept in."""
+    """A time value as the (shifted) Spark timestamp the watermark is kept in.
+
+    Integer times are read as milliseconds, so Spark's millisecond watermark
+    rounds nothing.
+    """
     if kind is _dt.datetime:
-        return value
-    return F.timestamp_millis(value)
+        return F.timestamp_micros(F.unix_micros(value) + _long(SHIFT_MICROS))
+    return F.timestamp_millis(value + _long(SHIFT_MICROS // 1000))
 
 
 def _plus(value: Column, kind: type, amount: int) -> Column:

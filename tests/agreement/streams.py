@@ -1,0 +1,107 @@
+"""Unbounded pipelines (TestStreams) both runners must agree on, epoch by epoch.
+
+Each builder returns the PCollections to compare and the `WithWatermark`
+outputs whose late and invalid counts must match.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import sparkbeam as sb
+
+T0 = datetime(2026, 4, 1, 10, 0)
+StreamOutputs = tuple[dict[str, sb.PCollection], list[sb.PCollection]]
+
+
+def at(minutes: float, microseconds: int = 0) -> datetime:
+    return T0 + timedelta(minutes=minutes, microseconds=microseconds)
+
+
+def orders_stream() -> sb.TestStream:
+    """Out of order, with rows exactly at, just below and just above the watermark."""
+    return (
+        sb.TestStream()
+        .add_epoch([{"k": "a", "v": 1, "t": at(10)}, {"k": "b", "v": 2, "t": at(8)}])
+        .add_epoch(
+            [
+                {"k": "a", "v": 3, "t": at(5)},  # == watermark 10:05: kept
+                {"k": "b", "v": 4, "t": at(5, -1)},  # one microsecond below: late
+                {"k": "b", "v": 5, "t": at(5, 1)},
+                {"k": "c", "v": 6, "t": None},  # no event time: invalid
+            ]
+        )
+        .add_epoch([])
+        .add_epoch([{"k": "a", "v": 7, "t": at(12.5)}, {"k": "c", "v": 8, "t": at(21)}])
+        .add_epoch([{"k": "b", "v": 9, "t": at(14)}, {"k": "a", "v": 10, "t": at(16, 999)}])
+    )
+
+
+def windows(p: sb.Pipeline) -> StreamOutputs:
+    w = (p | orders_stream()).with_watermark("t", "5 minutes")
+    keys = ["k", "window_start", "window_end"]
+    return {
+        "rows": w,
+        "tumble": w.tumble("t", "2 minutes").combine_per_key(
+            keys, n=sb.Count(), total=sb.Sum("v"), mean=sb.Mean("v"), last=sb.Max("t")
+        ),
+        "hop": w.hop("t", "4 minutes", "1 minute").combine_per_key(
+            ["window_start", "window_end"], n=sb.Count()
+        ),
+        "by_end": w.tumble("t", "3 minutes", offset="1 minute").combine_per_key(
+            ["window_end"], n=sb.Count()
+        ),
+    }, [w]
+
+
+def derived(p: sb.Pipeline) -> StreamOutputs:
+    w = (p | orders_stream()).with_watermark("t", "3 minutes")
+    shifted = w.select("k", "v", later=sb.col("t") + "90 seconds", t="t")
+    minute = shifted.select("k", "v", m=sb.col("later").truncate("1 minute") - "10 seconds")
+    both = w.union(w.filter(lambda row: row["v"] % 2 == 0))
+    return {
+        "per_minute": minute.combine_per_key(["m"], n=sb.Count(), total=sb.Sum("v")),
+        "union": both.tumble("t", "5 minutes").combine_per_key(["window_start"], n=sb.Count()),
+        "mapped": w.map(lambda row: {**row, "v": row["v"] * 10}, keeps=["t"])
+        .tumble("t", "1 minute")
+        .combine_per_key(["window_end"], total=sb.Sum("v")),
+    }, [w]
+
+
+def integer_time(p: sb.Pipeline) -> StreamOutputs:
+    stream = sb.TestStream()
+    for epoch in range(4):
+        stream.add_epoch(
+            [{"sensor": f"s{i % 3}", "t": epoch * 20 + (i * 7) % 30 - 10, "x": i} for i in range(8)]
+        )
+    w = (p | stream).with_watermark("t", 4)
+    return {
+        "tumble": w.tumble("t", 10).combine_per_key(
+            ["sensor", "window_start"], n=sb.Count(), top=sb.Max("x")
+        ),
+        "rows": w,
+    }, [w]
+
+
+def two_streams(p: sb.Pipeline) -> StreamOutputs:
+    """Two sources whose branches never meet: each keeps its own watermark."""
+    fast = sb.TestStream()
+    slow = sb.TestStream()
+    for epoch in range(4):
+        fast.add_epoch([{"t": at(epoch * 10 + i), "v": i} for i in range(3)])
+        slow.add_epoch([{"t": at(epoch + i / 2), "v": i} for i in range(3)] if epoch < 3 else [])
+    a = (p | "fast" >> fast).with_watermark("t", "2 minutes")
+    b = (p | "slow" >> slow).with_watermark("t", "2 minutes")
+    return {
+        "fast": a.tumble("t", "5 minutes").combine_per_key(["window_start"], n=sb.Count()),
+        "slow": b.tumble("t", "1 minute").combine_per_key(["window_start"], n=sb.Count()),
+    }, [a, b]
+
+
+STREAM_BUILDERS: dict[str, Any] = {
+    "windows": windows,
+    "derived": derived,
+    "integer_time": integer_time,
+    "two_streams": two_streams,
+}
