@@ -99,7 +99,32 @@ def two_streams(p: sb.Pipeline) -> StreamOutputs:
     }, [a, b]
 
 
+def sorted_stream(p: sb.Pipeline) -> StreamOutputs:
+    """RisingWave's Sort: rows at 16:51 with a 5-minute delay wait for a row at 16:56:01."""
+    at_16 = datetime(2026, 1, 1, 16, 0)
+
+    def t(minute: int, second: int = 0, micro: int = 0) -> datetime:
+        return at_16 + timedelta(minutes=minute, seconds=second, microseconds=micro)
+
+    stream = (
+        sb.TestStream()
+        .add_epoch(
+            [
+                {"t": t(51), "k": "a", "v": 1},
+                {"t": t(50), "k": "b", "v": 2},
+                {"t": t(51), "k": "b", "v": 3},
+            ]
+        )
+        .add_epoch([{"t": t(56), "k": "a", "v": 4}, {"t": t(51), "k": "a", "v": 5}])
+        .add_epoch([{"t": t(56, 1), "k": "b", "v": 6}, {"t": t(52, 0, 500), "k": "a", "v": 7}])
+        .add_epoch([{"t": t(60), "k": "a", "v": 8}])
+    )
+    w = (p | stream).with_watermark("t", "5 minutes")
+    return {"sorted": w.sort("t")}, [w]
+
+
 STREAM_BUILDERS: dict[str, Any] = {
+    "sorted": sorted_stream,
     "windows": windows,
     "derived": derived,
     "integer_time": integer_time,

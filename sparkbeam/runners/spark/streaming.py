@@ -51,6 +51,7 @@ from sparkbeam.arrow import from_arrow, to_arrow
 from sparkbeam.errors import PipelineError
 from sparkbeam.graph import Node
 from sparkbeam.runners.spark.arrow import spark_schema
+from sparkbeam.runners.spark.sort import sort_stream
 from sparkbeam.runners.spark.translate import (
     TRANSLATORS,
     Translation,
@@ -62,6 +63,7 @@ from sparkbeam.runners.spark.translate import (
 from sparkbeam.schema import Columns, Schema, columns_to_rows, rows_to_columns
 from sparkbeam.transforms.combine import AggregateFn, CombinePerKey
 from sparkbeam.transforms.elementwise import Filter, Map, Select
+from sparkbeam.transforms.sort import Sort
 from sparkbeam.transforms.sources import Create, TestStreamSource
 from sparkbeam.transforms.union import Union
 from sparkbeam.transforms.watermark import WithWatermark
@@ -340,6 +342,19 @@ def combine_per_key(translation: Translation, node: Node, inputs: Sequence[DataF
     grouped = frame.groupBy(*transform.keys, JUDGE).agg(*aggregates).drop(JUDGE)
     run.judges[node.id] = {c: j for c, j in judges.items() if c in transform.keys}
     return grouped
+
+
+@streaming(Sort)
+def sort(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+    run = _streaming(translation)
+    transform = node.transform
+    assert isinstance(transform, Sort)
+    judge = run.input_judges(node)[transform.column]
+    frame = stateful(inputs[0], [judge(F.col(transform.column))])
+    schema = node.info.schema
+    out = sort_stream(frame, schema, transform.column, transform.keys, JUDGE, node.label)
+    run.judges[node.id] = {transform.column: judge}
+    return out
 
 
 @streaming(Union)
