@@ -123,7 +123,29 @@ def sorted_stream(p: sb.Pipeline) -> StreamOutputs:
     return {"sorted": w.sort("t")}, [w]
 
 
+def merged_origins(p: sb.Pipeline) -> StreamOutputs:
+    """A Union of two sources with their own watermarks: each judges its own late rows."""
+    fast = (
+        sb.TestStream()
+        .add_epoch([{"src": "f", "t": at(10)}])
+        .add_epoch([{"src": "f", "t": at(20)}, {"src": "f", "t": at(6)}])  # late for fast only
+        .add_epoch([{"src": "f", "t": at(16)}, {"src": "f", "t": at(30)}])
+        .add_epoch([])
+    )
+    slow = (
+        sb.TestStream()
+        .add_epoch([{"src": "s", "t": at(1)}])
+        .add_epoch([{"src": "s", "t": at(3)}])
+        .add_epoch([{"src": "s", "t": at(2)}, {"src": "s", "t": at(5)}])
+    )
+    a = (p | "fast" >> fast).with_watermark("t", "2 minutes")
+    b = (p | "slow" >> slow).with_watermark("t", "2 minutes")
+    merged = a.union(b).tumble("t", "5 minutes")
+    return {"windows": merged.combine_per_key(["src", "window_start"], n=sb.Count())}, [a, b]
+
+
 STREAM_BUILDERS: dict[str, Any] = {
+    "merged_origins": merged_origins,
     "sorted": sorted_stream,
     "windows": windows,
     "derived": derived,

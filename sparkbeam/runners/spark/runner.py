@@ -143,7 +143,11 @@ class SparkStreamingResult:
                 f"{pcoll.node.label}: late rows are counted by WithWatermark; pass the "
                 "PCollection that .with_watermark(...) returned"
             )
-        return self._run(pcoll).metrics.get(name.format(pcoll.node.id), 0)
+        key = name.format(pcoll.node.id)
+        for run in self.runs.values():  # any query that held this WithWatermark counted it
+            if f"in_{pcoll.node.id}.rows" in run.metrics:
+                return run.metrics.get(key, 0)
+        return self._run(pcoll).metrics.get(key, 0)
 
     def late_count(self, pcoll: PCollection) -> int:
         """Rows into the late-row filter minus rows out of it, summed over micro-batches."""

@@ -104,33 +104,81 @@ def _plus(value: Column, kind: type, amount: int) -> Column:
     return value + _long(amount)
 
 
-class EpochSource:
-    """A directory Spark reads as a file stream; the runner adds one parquet file per epoch."""
+CHANNEL = "__sparkbeam_channel"
 
-    def __init__(self, directory: str, schema: Schema, label: str) -> None:
-        self.directory = directory
+
+class Channel:
+    """One input of a query (a source, a sentinel, an earlier stage's output) within its feed."""
+
+    def __init__(self, index: int, name: str, schema: Schema, label: str) -> None:
+        self.index = index
+        self.name = name
         self.schema = schema
         self.label = label
-        os.makedirs(directory)
+        self.pending: Columns | None = None
+        self.frame: DataFrame | None = None
+
+    def column(self, name: str) -> str:
+        return f"__c{self.index}_{name}"
+
+    def put(self, columns: Columns) -> None:
+        """This channel's rows for the epoch being fed."""
+        self.pending = columns
+
+    def put_rows(self, rows: Sequence[dict[str, Any]], label: str) -> None:
+        self.put(rows_to_columns(rows, self.schema, label))
+
+
+class EpochFeed:
+    """All inputs of one query, as one directory Spark reads as a file stream.
+
+    Each epoch is one parquet file holding the rows of every channel (a tag
+    column says whose), written at once: Spark sees an epoch whole or not at
+    all, so a micro-batch never holds part of one. Each channel's DataFrame
+    is the one stream filtered by its tag (one source, read once per batch).
+    """
+
+    def __init__(self, directory: str, channels: Sequence[tuple[str, Schema, str]]) -> None:
+        self.directory = directory
+        os.makedirs(directory, exist_ok=True)
         self.files = 0
+        self.channels = {
+            name: Channel(i, name, schema, label)
+            for i, (name, schema, label) in enumerate(channels)
+        }
+        fields: list[tuple[str, type]] = [(CHANNEL, int)]
+        for channel in self.channels.values():
+            fields += [(channel.column(n), kind) for n, kind in channel.schema.fields]
+        self.schema = Schema(tuple(fields))
 
-    def frame(self, spark: SparkSession) -> DataFrame:
-        reader = spark.readStream.schema(spark_schema(self.schema, self.label))
-        return reader.option("maxFilesPerTrigger", 1).parquet(self.directory)
+    def open(self, spark: SparkSession) -> None:
+        reader = spark.readStream.schema(spark_schema(self.schema, "input"))
+        stream = reader.option("maxFilesPerTrigger", 1).parquet(self.directory)
+        for channel in self.channels.values():
+            channel.frame = stream.filter(F.col(CHANNEL) == channel.index).select(
+                *(F.col(channel.column(n)).alias(n) for n in channel.schema.names)
+            )
 
-    def write(self, columns: Columns) -> None:
-        table = to_arrow(columns, self.schema, self.label)
+    def write(self) -> None:
+        """One file with every channel's pending rows (possibly none)."""
+        columns: Columns = {name: [] for name in self.schema.names}
+        for channel in self.channels.values():
+            pending, channel.pending = channel.pending, None
+            size = len(next(iter(pending.values()), [])) if pending else 0
+            if not size:
+                continue
+            assert pending is not None
+            for name in self.schema.names:
+                columns[name].extend([None] * size)
+            columns[CHANNEL][-size:] = [channel.index] * size
+            for name, values in pending.items():
+                columns[channel.column(name)][-size:] = values
+        table = to_arrow(columns, self.schema, "input")
         final = os.path.join(self.directory, f"epoch-{self.files:06d}.parquet")
         hidden = os.path.join(self.directory, f".epoch-{self.files:06d}.parquet.tmp")
         pq.write_table(table, hidden)
         os.replace(hidden, final)
         self.files += 1
-
-    def write_rows(self, rows: Sequence[dict[str, Any]]) -> None:
-        if rows:
-            self.write(rows_to_columns(rows, self.schema, self.label))
-        else:
-            self.write({name: [] for name in self.schema.names})
 
 
 class StreamingTranslation(Translation):
@@ -142,12 +190,28 @@ class StreamingTranslation(Translation):
         nodes: Sequence[Node],
         directory: str,
         selected: set[int] | None = None,
+        staged: set[int] | None = None,
     ) -> None:
         super().__init__(spark, nodes)
         self.directory = directory
         self.selected = set(range(len(nodes))) if selected is None else selected
-        self.sources: dict[int, EpochSource] = {}
-        self.sentinels: dict[int, EpochSource] = {}
+        self.staged = staged or set()
+        """`WithWatermark`s computed by an earlier stage: read their output instead."""
+        channels: list[tuple[str, Schema, str]] = []
+        for node in nodes:
+            if node.id not in self.selected:
+                continue
+            if node.id in self.staged:
+                channels.append((f"staged-{node.id}", node.info.schema, node.label))
+            if isinstance(node.transform, (TestStreamSource, Create)):
+                channels.append((f"source-{node.id}", node.info.schema, node.label))
+            if isinstance(node.transform, WithWatermark):
+                with_flag = node.info.schema.with_columns((SENTINEL, bool))
+                channels.append((f"sentinel-{node.id}", with_flag, node.label))
+        self.feed = EpochFeed(directory, channels)
+        self.feed.open(spark)
+        self.sources: dict[int, Channel] = {}
+        self.sentinels: dict[int, Channel] = {}
         self.judges: dict[int, dict[str, Judge]] = {}
         self.origins: dict[int, frozenset[int]] = {}
         """For each node, the `WithWatermark` nodes its watermarks come from."""
@@ -158,13 +222,17 @@ class StreamingTranslation(Translation):
             if node.id not in self.selected:
                 continue
             translate = STREAMING_TRANSLATORS.get(type(node.transform))
+            if node.id in self.staged:
+                translate = restamp
             if translate is None:
                 raise PipelineError(
                     f"{node.label}: {type(node.transform).__name__} on unbounded input is not "
                     "supported by the Spark runner yet; run it on the direct runner"
                 )
-            inputs = [self.frames[i] for i in node.inputs]
-            self.origins[node.id] = frozenset().union(*(self.origins[i] for i in node.inputs))
+            inputs = [self.frames[i] for i in node.inputs if i in self.frames]
+            self.origins[node.id] = frozenset().union(
+                *(self.origins.get(i, frozenset()) for i in node.inputs)
+            )
             self.frames[node.id] = translate(self, node, inputs)
             if node.id not in self.judges:
                 self.judges[node.id] = derive_judges(self, node)
@@ -172,8 +240,13 @@ class StreamingTranslation(Translation):
     def input_judges(self, node: Node, port: int = 0) -> dict[str, Judge]:
         return self.judges[node.inputs[port]]
 
-    def new_source(self, name: str, schema: Schema, label: str) -> EpochSource:
-        return EpochSource(os.path.join(self.directory, name), schema, label)
+    def channel(self, name: str) -> Channel:
+        return self.feed.channels[name]
+
+    def frame(self, name: str) -> DataFrame:
+        frame = self.feed.channels[name].frame
+        assert frame is not None
+        return frame
 
 
 STREAMING_TRANSLATORS: dict[type, Translator] = {kind: TRANSLATORS[kind] for kind in STATELESS}
@@ -203,9 +276,8 @@ def epoch_source(translation: Translation, node: Node, inputs: Sequence[DataFram
         assert isinstance(transform, Create)
         epochs = (transform.rows,)
     run.epoch_rows[node.id] = tuple(tuple(epoch) for epoch in epochs)
-    source = run.new_source(f"source-{node.id}", node.info.schema, node.label)
-    run.sources[node.id] = source
-    return source.frame(run.spark)
+    run.sources[node.id] = run.channel(f"source-{node.id}")
+    return run.frame(f"source-{node.id}")
 
 
 @streaming(WithWatermark)
@@ -223,33 +295,57 @@ def with_watermark(translation: Translation, node: Node, inputs: Sequence[DataFr
     delay = transform.delay_units(schema, node.label)
     delay_ms = delay // 1000 if kind is _dt.datetime else delay
 
-    sentinel = run.new_source(
-        f"sentinel-{node.id}", schema.with_columns((SENTINEL, bool)), node.label
-    )
-    run.sentinels[node.id] = sentinel
-    events = inputs[0].withColumn(SENTINEL, F.lit(False)).unionByName(sentinel.frame(run.spark))
-
+    real = _declare_watermark(run, node, inputs[0], counted=True)
     time = F.col(column)
-    counted = events.observe(
-        f"in_{node.id}",
-        F.count(F.when(~F.col(SENTINEL) & time.isNotNull(), 1)).alias("rows"),
-        F.count(F.when(time.isNull(), 1)).alias("invalid"),
-    )
-    valid = counted.filter(time.isNotNull())
+    judge = own_judge(kind)
+    kept = stateful(real, [judge(time)], delay_ms).withColumn(ROW_ID, F.expr("uuid()"))
+    filtered = kept.dropDuplicates([ROW_ID, JUDGE]).drop(ROW_ID, JUDGE)
+    return filtered.observe(f"out_{node.id}", F.count(F.lit(1)).alias("rows"))
+
+
+def _declare_watermark(
+    run: StreamingTranslation, node: Node, frame: DataFrame, counted: bool
+) -> DataFrame:
+    """Spark's watermark for a `WithWatermark` node over `frame`, with the end-of-input sentinel.
+
+    Rows with no event time are dropped (counted as invalid when `counted`).
+    Sets the node's judges and origin.
+    """
+    transform = node.transform
+    assert isinstance(transform, WithWatermark)
+    schema = node.info.schema
+    column, kind = transform.column, schema.type_of(transform.column)
+    delay = transform.delay_units(schema, node.label)
+    delay_ms = delay // 1000 if kind is _dt.datetime else delay
+    run.sentinels[node.id] = run.channel(f"sentinel-{node.id}")
+    sentinel = run.frame(f"sentinel-{node.id}")
+    events = frame.withColumn(SENTINEL, F.lit(False)).unionByName(sentinel)
+    time = F.col(column)
+    if counted:
+        events = events.observe(
+            f"in_{node.id}",
+            F.count(F.when(~F.col(SENTINEL) & time.isNotNull(), 1)).alias("rows"),
+            F.count(F.when(time.isNull(), 1)).alias("invalid"),
+        )
     spark_time = "__sparkbeam_event_time"
-    marked = valid.withColumn(spark_time, _as_spark_time(time, kind)).withWatermark(
-        spark_time, f"{delay_ms} milliseconds"
+    marked = (
+        events.filter(time.isNotNull())
+        .withColumn(spark_time, _as_spark_time(time, kind))
+        .withWatermark(spark_time, f"{delay_ms} milliseconds")
     )
     # One conjunct that names the event time, so the optimizer cannot push it below
     # the watermark (the sentinel must reach the watermark's statistics).
     not_sentinel = ~F.col(SENTINEL) | F.col(spark_time).isNull()
-    real = marked.filter(not_sentinel).drop(SENTINEL, spark_time)
-    judge = own_judge(kind)
-    run.judges[node.id] = {column: judge, **_pass_through(run.input_judges(node), {column})}
+    upstream = run.judges.get(node.inputs[0], {})
+    run.judges[node.id] = {column: own_judge(kind), **_pass_through(upstream, {column})}
     run.origins[node.id] = run.origins[node.id] | {node.id}
-    kept = stateful(real, [judge(time)], delay_ms).withColumn(ROW_ID, F.expr("uuid()"))
-    filtered = kept.dropDuplicates([ROW_ID, JUDGE]).drop(ROW_ID, JUDGE)
-    return filtered.observe(f"out_{node.id}", F.count(F.lit(1)).alias("rows"))
+    return marked.filter(not_sentinel).drop(SENTINEL, spark_time)
+
+
+def restamp(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+    """A `WithWatermark` an earlier stage ran: its surviving rows, with the same watermark."""
+    run = _streaming(translation)
+    return _declare_watermark(run, node, run.frame(f"staged-{node.id}"), counted=False)
 
 
 def own_judge(kind: type) -> Judge:
@@ -357,21 +453,30 @@ def sort(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> D
     return out
 
 
+def require_separable_origins(run: StreamingTranslation, node: Node) -> None:
+    """Refuse a merge of watermarks from `WithWatermark`s chained one after the other.
+
+    Merges of independent `WithWatermark`s run as one stage query per origin
+    (`StreamingRun`); a `WithWatermark` downstream of another cannot be cut
+    out that way.
+    """
+    origins = frozenset().union(*(run.origins[i] for i in node.inputs))
+    nested = [o for o in origins if any(o in run.origins[p] for p in origins if p != o)]
+    if len(origins) > 1 and nested:
+        raise PipelineError(
+            f"{node.label}: its inputs carry watermarks of WithWatermark transforms chained "
+            "one after another; Spark keeps one watermark per query, so the Spark runner "
+            "cannot judge their late rows apart. Keep one WithWatermark per input branch"
+        )
+
+
 @streaming(Union)
 def union(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
-    run = _streaming(translation)
-    origins = [run.origins[i] for i in node.inputs]
-    if len(frozenset().union(*origins)) > 1 and node.info.watermarked:
-        raise PipelineError(
-            f"{node.label}: its inputs are watermarked by different WithWatermark transforms; "
-            "Spark keeps one watermark per query and would judge each input's late rows "
-            "against the slowest input's watermark. Apply one WithWatermark after the Union "
-            "on the Spark runner"
-        )
+    require_separable_origins(_streaming(translation), node)
     return TRANSLATORS[Union](translation, node, inputs)
 
 
-def write_sentinel(source: EpochSource, column: str, kind: type) -> None:
+def put_sentinel(source: Channel, column: str, kind: type) -> None:
     columns: Columns = {name: [None] for name in source.schema.names}
     columns[column] = [
         FAR_FUTURE_INT
@@ -379,77 +484,168 @@ def write_sentinel(source: EpochSource, column: str, kind: type) -> None:
         else (FAR_FUTURE - _dt.datetime(1970, 1, 1)) // _dt.timedelta(microseconds=1)
     ]
     columns[SENTINEL] = [True]
-    source.write(columns)
+    source.put(columns)
 
 
-class StreamingRun:
-    """Runs the query of one PCollection epoch by epoch and keeps what each epoch emitted."""
+class Stage:
+    """One streaming query: the ancestors of `target`, with a sink that keeps each epoch's rows.
 
-    def __init__(self, spark: SparkSession, nodes: Sequence[Node], target: Node) -> None:
-        self.spark = spark
-        self.directory = tempfile.mkdtemp(prefix="sparkbeam-stream-")
-        self.translation = StreamingTranslation(
-            spark, nodes, self.directory, _ancestors(nodes, target)
-        )
+    With `output`, the rows of each epoch also go to that channel of a later
+    stage's feed.
+    """
+
+    def __init__(
+        self, translation: StreamingTranslation, target: Node, output: Channel | None = None
+    ) -> None:
+        self.translation = translation
         self.target = target
+        self.output = output
+        self.tables: list[pa.Table] = []
         self.epochs: list[list[dict[str, Any]]] = []
         self.metrics: dict[str, int] = {}
+        self.seen_batches: set[int] = set()
+        self.query: Any = None
 
-    def translate(self) -> None:
-        self.translation.run()
-
-    def execute(self) -> None:
-        translation, target = self.translation, self.target
-        frame = translation.frames[target.id]
-        schema = target.info.schema
-        tables: list[pa.Table] = []
+    def start(self, checkpoint: str) -> None:
+        tables = self.tables
 
         def sink(batch: DataFrame, batch_id: int) -> None:
             tables.append(batch.toArrow())
 
-        query = (
+        frame = self.translation.frames[self.target.id]
+        self.query = (
             frame.writeStream.foreachBatch(sink)
             .outputMode("append")
-            .option("checkpointLocation", os.path.join(self.directory, "checkpoint"))
+            .option("checkpointLocation", checkpoint)
             .start()
         )
+
+    def feed(self, epoch: int, final: bool) -> None:
+        translation = self.translation
+        if not final:
+            for node_id, source in translation.sources.items():
+                source_epochs = translation.epoch_rows[node_id]
+                if epoch < len(source_epochs):
+                    source.put_rows(source_epochs[epoch], translation.nodes[node_id].label)
+        else:
+            for node_id, sentinel in translation.sentinels.items():
+                node = translation.nodes[node_id]
+                transform = node.transform
+                assert isinstance(transform, WithWatermark)
+                put_sentinel(sentinel, transform.column, node.info.schema.type_of(transform.column))
+        translation.feed.write()
+
+    def process(self) -> None:
+        """Run every micro-batch the new files allow; keep their rows as one epoch."""
+        schema = self.target.info.schema
+        start = len(self.tables)
+        self.query.processAllAvailable()
+        columns: dict[str, list[Any]] = {name: [] for name in schema.names}
+        for table in self.tables[start:]:
+            for name, values in from_arrow(table, schema).items():
+                columns[name].extend(values)
+        self.epochs.append(columns_to_rows(columns, schema))
+        if self.output is not None:
+            self.output.put(columns)
+        for progress in self.query.recentProgress:
+            if progress["batchId"] in self.seen_batches:
+                continue
+            self.seen_batches.add(progress["batchId"])
+            for name, metric in (progress.get("observedMetrics") or {}).items():
+                for field, value in metric.asDict().items():
+                    key = f"{name}.{field}"
+                    self.metrics[key] = self.metrics.get(key, 0) + int(value)
+
+
+class StreamingRun:
+    """Runs the queries of one PCollection epoch by epoch and keeps what each epoch emitted.
+
+    Spark keeps one watermark per query. When watermarks of different
+    `WithWatermark`s meet (a `Union` or `Join`), each of those runs as its own
+    stage query, so its late rows are judged against its own watermark; its
+    output is fed, epoch by epoch, to the final query, which declares the same
+    watermark again on the surviving rows (their maximum is the same, since
+    late rows lie below the watermark) and takes the minimum where they meet.
+    """
+
+    def __init__(self, spark: SparkSession, nodes: Sequence[Node], target: Node) -> None:
+        self.spark = spark
+        self.directory = tempfile.mkdtemp(prefix="sparkbeam-stream-")
+        ancestors = _ancestors(nodes, target)
+        origins = [n for n in sorted(ancestors) if isinstance(nodes[n].transform, WithWatermark)]
+        staged = set(origins) if _origins_meet(nodes, ancestors) else set()
+        needed = _ancestors(nodes, target, stop=staged)
+        final = StreamingTranslation(
+            spark, nodes, os.path.join(self.directory, "final"), needed, staged
+        )
+        self.stages: list[Stage] = []
+        for origin in sorted(staged):
+            node = nodes[origin]
+            directory = os.path.join(self.directory, f"stage-{origin}")
+            translation = StreamingTranslation(spark, nodes, directory, _ancestors(nodes, node))
+            self.stages.append(Stage(translation, node, final.channel(f"staged-{origin}")))
+        self.final = Stage(final, target)
+        self.stages.append(self.final)
+
+    @property
+    def epochs(self) -> list[list[dict[str, Any]]]:
+        return self.final.epochs
+
+    @property
+    def metrics(self) -> dict[str, int]:
+        merged: dict[str, int] = {}
+        for stage in self.stages:
+            for key, value in stage.metrics.items():
+                merged[key] = merged.get(key, 0) + value
+        return merged
+
+    def translate(self) -> None:
+        for stage in self.stages:
+            stage.translation.run()
+
+    def execute(self) -> None:
         try:
-            epochs = max((len(e) for e in translation.epoch_rows.values()), default=0)
+            for index, stage in enumerate(self.stages):
+                stage.start(os.path.join(self.directory, f"checkpoint-{index}"))
+            epochs = max(
+                (len(e) for stage in self.stages for e in stage.translation.epoch_rows.values()),
+                default=0,
+            )
             for epoch in range(epochs + 1):
-                if epoch < epochs:
-                    for node_id, source in translation.sources.items():
-                        source_epochs = translation.epoch_rows[node_id]
-                        if epoch < len(source_epochs):
-                            source.write_rows(source_epochs[epoch])
-                else:
-                    for node_id, sentinel in translation.sentinels.items():
-                        node = translation.nodes[node_id]
-                        transform = node.transform
-                        assert isinstance(transform, WithWatermark)
-                        kind = node.info.schema.type_of(transform.column)
-                        write_sentinel(sentinel, transform.column, kind)
-                start = len(tables)
-                query.processAllAvailable()
-                emitted: list[dict[str, Any]] = []
-                for table in tables[start:]:
-                    emitted.extend(columns_to_rows(from_arrow(table, schema), schema))
-                self.epochs.append(emitted)
-            for progress in query.recentProgress:
-                for name, metric in (progress.get("observedMetrics") or {}).items():
-                    for field, value in metric.asDict().items():
-                        key = f"{name}.{field}"
-                        self.metrics[key] = self.metrics.get(key, 0) + int(value)
+                for stage in self.stages:
+                    stage.feed(epoch, final=epoch == epochs)
+                    stage.process()
         finally:
-            query.stop()
+            for stage in self.stages:
+                if stage.query is not None:
+                    stage.query.stop()
             shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def _ancestors(nodes: Sequence[Node], target: Node) -> set[int]:
+def _origins_meet(nodes: Sequence[Node], ancestors: set[int]) -> bool:
+    """Whether watermarks of different `WithWatermark`s meet at a Union or Join."""
+    origins: dict[int, frozenset[int]] = {}
+    meet = False
+    for node_id in sorted(ancestors):
+        node = nodes[node_id]
+        inputs = [origins[i] for i in node.inputs]
+        mine = frozenset().union(*inputs)
+        if isinstance(node.transform, WithWatermark):
+            mine = mine | {node_id}
+        if len({o for o in inputs if o}) > 1:
+            meet = True
+        origins[node_id] = mine
+    return meet
+
+
+def _ancestors(nodes: Sequence[Node], target: Node, stop: set[int] | None = None) -> set[int]:
+    """`target` and the nodes it reads from, not going past the nodes in `stop`."""
     seen: set[int] = set()
     stack = [target.id]
     while stack:
         node_id = stack.pop()
         if node_id not in seen:
             seen.add(node_id)
-            stack.extend(nodes[node_id].inputs)
+            if not stop or node_id not in stop:
+                stack.extend(nodes[node_id].inputs)
     return seen
