@@ -4,10 +4,15 @@ State: the open groups (in arrival order), one accumulator table per
 aggregate, and for each watermarked key column a heap of the values that
 open groups hold in it. `W(c, wm)` on a key column releases every group whose
 value in `c` is `< wm`, then passes on; the end of input releases the rest.
+
+Checkpoint: the open groups in arrival order, each with its accumulators
+(the heaps are rebuilt on restore). Rescale: each group goes to the unit
+that owns its key.
 """
 
 from __future__ import annotations
 
+import copy
 import heapq
 from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
@@ -15,7 +20,7 @@ from typing import Any
 
 from sparkbeam.graph import EdgeInfo, Node
 from sparkbeam.messages import Watermark
-from sparkbeam.runners.direct.operator import Chunk, Message, Operator
+from sparkbeam.runners.direct.operator import Chunk, Message, Operator, Owner
 from sparkbeam.schema import Schema, columns_to_rows, to_internal_value
 from sparkbeam.transforms.combine import CombinePerKey, Count, Max, Mean, Min, Sum
 
@@ -32,6 +37,14 @@ class Accumulators:
         """The group's output; forgets the group."""
         raise NotImplementedError
 
+    def save(self, key: Key) -> Any:
+        """A copy of the group's accumulator, for a checkpoint."""
+        raise NotImplementedError
+
+    def load(self, key: Key, saved: Any) -> None:
+        """Set the group's accumulator from what `save` gave."""
+        raise NotImplementedError
+
 
 class CountRows(Accumulators):
     def __init__(self) -> None:
@@ -42,6 +55,13 @@ class CountRows(Accumulators):
 
     def pop(self, key: Key) -> Any:
         return self.counts.pop(key, 0)
+
+    def save(self, key: Key) -> Any:
+        return self.counts.get(key, 0)
+
+    def load(self, key: Key, saved: Any) -> None:
+        if saved:
+            self.counts[key] = saved
 
 
 class CountValues(CountRows):
@@ -70,6 +90,13 @@ class SumValues(Accumulators):
     def pop(self, key: Key) -> Any:
         return self.sums.pop(key, None)
 
+    def save(self, key: Key) -> Any:
+        return self.sums.get(key)
+
+    def load(self, key: Key, saved: Any) -> None:
+        if saved is not None:
+            self.sums[key] = saved
+
 
 class MeanValues(Accumulators):
     def __init__(self, column: str) -> None:
@@ -83,6 +110,13 @@ class MeanValues(Accumulators):
     def pop(self, key: Key) -> Any:
         total, count = self.sums.pop(key), self.counts.pop(key)
         return None if not count else total / count
+
+    def save(self, key: Key) -> Any:
+        return self.sums.save(key), self.counts.save(key)
+
+    def load(self, key: Key, saved: Any) -> None:
+        self.sums.load(key, saved[0])
+        self.counts.load(key, saved[1])
 
 
 class ExtremeValues(Accumulators):
@@ -102,6 +136,13 @@ class ExtremeValues(Accumulators):
 
     def pop(self, key: Key) -> Any:
         return self.best.pop(key, None)
+
+    def save(self, key: Key) -> Any:
+        return self.best.get(key)
+
+    def load(self, key: Key, saved: Any) -> None:
+        if saved is not None:
+            self.best[key] = saved
 
 
 class UserCombine(Accumulators):
@@ -129,6 +170,12 @@ class UserCombine(Accumulators):
     def pop(self, key: Key) -> Any:
         value = self.fn.extract_output(self.accumulators.pop(key))
         return to_internal_value(value, self.output_type, self.where)
+
+    def save(self, key: Key) -> Any:
+        return copy.deepcopy(self.accumulators[key])
+
+    def load(self, key: Key, saved: Any) -> None:
+        self.accumulators[key] = copy.deepcopy(saved)
 
 
 def _less(a: Any, b: Any) -> bool:
@@ -190,7 +237,14 @@ class CombineOperator(Operator):
         else:
             keys = [()] * chunk.size
         groups = self.groups
-        new = [key for key in dict.fromkeys(keys) if key not in groups]
+        self._open([key for key in dict.fromkeys(keys) if key not in groups])
+        for table in self.tables:
+            table.add(keys, chunk)
+        return []
+
+    def _open(self, new: list[Key]) -> None:
+        """Open groups for the keys `new` (none of them open yet)."""
+        groups = self.groups
         for key in new:
             groups[key] = None
             for column, waiting in self.waiting.items():
@@ -200,9 +254,6 @@ class CombineOperator(Operator):
                 else:
                     waiting[value] = [key]
                     heapq.heappush(self.heaps[column], value)
-        for table in self.tables:
-            table.add(keys, chunk)
-        return []
 
     def on_watermark(self, port: int, watermark: Watermark) -> list[Message]:
         column, mark = watermark.column, watermark.value
@@ -241,3 +292,25 @@ class CombineOperator(Operator):
 
     def state_size(self) -> int:
         return len(self.groups)
+
+    def snapshot(self) -> list[tuple[Key, list[Any]]]:
+        return [(key, [table.save(key) for table in self.tables]) for key in self.groups]
+
+    def restore(self, state: list[tuple[Key, list[Any]]]) -> None:
+        for key, saved in state:
+            for table, value in zip(self.tables, saved, strict=True):
+                table.load(key, value)
+        self._open([key for key, _ in state])
+
+    def _key_tuple(self, key: Key) -> tuple[Any, ...]:
+        if len(self.keys) == 1:
+            return (key,)
+        assert isinstance(key, tuple)
+        return key
+
+    def rescale(self, states: Sequence[Any], units: int, owner: Owner) -> list[Any]:
+        moved: list[list[tuple[Key, list[Any]]]] = [[] for _ in range(units)]
+        for state in states:
+            for key, saved in state:
+                moved[owner(self._key_tuple(key))].append((key, saved))
+        return moved

@@ -13,7 +13,7 @@ from typing import Any
 
 from sparkbeam.errors import DataError
 from sparkbeam.graph import EdgeInfo, Node
-from sparkbeam.runners.direct.operator import Chunk, Message, Operator, SourceOperator
+from sparkbeam.runners.direct.operator import Chunk, Message, Operator, Owner, SourceOperator
 from sparkbeam.schema import Columns, Row, Schema, columns_to_rows, rows_to_columns, type_name
 from sparkbeam.time import from_micros, to_micros
 from sparkbeam.transforms.files import ReadFiles, WriteFiles, data_files
@@ -172,7 +172,11 @@ def write_files(path: str, format: str, mode: str, schema: Schema, chunks: Seque
 
 
 class WriteFilesOperator(Operator):
-    """Keeps the rows it passes on and writes them all at the end of input."""
+    """Keeps the rows it passes on and writes them all at the end of input.
+
+    With parallel units it runs as one unit (behind an exchange that gathers
+    every row), so one file is written. Checkpoint: the chunks kept so far.
+    """
 
     def __init__(self, node: Node, inputs: Sequence[EdgeInfo]) -> None:
         super().__init__(node, inputs)
@@ -189,3 +193,13 @@ class WriteFilesOperator(Operator):
         write_files(t.path, t.format, t.mode, self.node.info.schema, self.chunks)
         self.chunks = []
         return []
+
+    def snapshot(self) -> list[Chunk]:
+        return list(self.chunks)  # chunks are not changed once emitted
+
+    def restore(self, state: list[Chunk]) -> None:
+        self.chunks = list(state)
+
+    def rescale(self, states: Sequence[Any], units: int, owner: Owner) -> list[Any]:
+        kept = [chunk for state in states for chunk in state]
+        return [kept] + [[] for _ in range(units - 1)]

@@ -5,6 +5,12 @@ each with a flag saying whether it has matched; and heaps that say when a
 held row can get no new match: by the value of a window key (against the
 minimum of both sides' watermarks) and, for an interval join, by its time
 (against the other side's watermark).
+
+Checkpoint: the held rows of each side (key, row, matched), in arrival
+order, the latest watermark of each side per window key and on its interval
+time column; the heaps are rebuilt on restore. Rescale: held rows go to the
+unit that owns their key; the watermarks, the same in every unit behind the
+exchange, are taken as their minimum.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from typing import Any
 
 from sparkbeam.graph import EdgeInfo, Node
 from sparkbeam.messages import Watermark
-from sparkbeam.runners.direct.operator import Chunk, Message, Operator
+from sparkbeam.runners.direct.operator import Chunk, Message, Operator, Owner, lowest_of
 from sparkbeam.runners.direct.union import WatermarkMerger
 from sparkbeam.transforms.join import Join
 
@@ -203,3 +209,47 @@ class JoinOperator(Operator):
 
     def state_size(self) -> int:
         return self.size
+
+    # checkpoints
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "held": [
+                [(entry.key, entry.row, entry.matched) for entry in _arrival_order(self.held[side])]
+                for side in (0, 1)
+            ],
+            "time_marks": list(self.time_marks),
+            "latest": {column: list(values) for column, values in self.merger.latest.items()},
+        }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.time_marks = list(state["time_marks"])
+        self.merger.latest = {column: list(values) for column, values in state["latest"].items()}
+        for side in (0, 1):
+            for key, row, matched in state["held"][side]:
+                entry = HeldRow(key, row)
+                entry.matched = matched
+                self._hold(side, entry)
+
+    def rescale(self, states: Sequence[Any], units: int, owner: Owner) -> list[Any]:
+        time_marks = [lowest_of(state["time_marks"][side] for state in states) for side in (0, 1)]
+        latest = {
+            column: [
+                lowest_of(state["latest"][column][side] for state in states) for side in (0, 1)
+            ]
+            for column in self.merger.latest
+        }
+        moved: list[dict[str, Any]] = [
+            {"held": [[], []], "time_marks": list(time_marks), "latest": latest}
+            for _ in range(units)
+        ]
+        for state in states:
+            for side in (0, 1):
+                for held in state["held"][side]:
+                    moved[owner(held[0])]["held"][side].append(held)
+        return moved
+
+
+def _arrival_order(held: dict[Key, dict[int, HeldRow]]) -> list[HeldRow]:
+    entries = [(row_id, entry) for rows in held.values() for row_id, entry in rows.items()]
+    return [entry for _, entry in sorted(entries, key=lambda pair: pair[0])]

@@ -7,11 +7,19 @@ operator has reached them (aligned), through `on_barrier` and `on_end`.
 
 Each operator is a small state machine with one handler per message kind;
 it returns the messages it emits, in order.
+
+Checkpoints (`runners.direct.checkpoint`): an operator whose state must
+survive a failure implements `snapshot` (a copy of its state that later
+changes do not touch) and `restore` (on a fresh operator; it copies again, so
+one checkpoint can be restored more than once), and `rescale` (the states of
+a different number of units from the old ones: keyed state goes to the unit
+that now owns its key). The memory of the output watermarks already emitted
+is saved by the runner for every operator (`emitted_watermarks`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import compress
 from typing import Any
 
@@ -62,6 +70,9 @@ class Chunk:
 
 Message = Chunk | Watermark
 
+Owner = Callable[[tuple[Any, ...]], int]
+"""The unit (an index) that owns a key, given as the tuple of its partitioning columns' values."""
+
 
 class Operator:
     """One transform's state machine on the direct runner."""
@@ -94,6 +105,32 @@ class Operator:
         """Rows or groups held: what the watermark must release."""
         return 0
 
+    def snapshot(self) -> Any:
+        """A copy of the state a checkpoint keeps (None: the operator holds nothing)."""
+        return None
+
+    def restore(self, state: Any) -> None:
+        """Take back, on a fresh operator, the state `snapshot` gave (copying it)."""
+
+    def rescale(self, states: Sequence[Any], units: int, owner: Owner) -> list[Any]:
+        """The states of `units` new units from the `states` of the old ones.
+
+        Called on a fresh operator of the same node. Keyed state moves to
+        `owner(key)`, the unit the exchange now sends that key to. Stateless
+        operators need nothing; a stateful one that does not implement this
+        cannot be rescaled.
+        """
+        if any(state is not None for state in states):
+            raise NotImplementedError(f"{self.label}: {type(self).__name__} cannot be rescaled")
+        return [None] * units
+
+    def emitted_watermarks(self) -> dict[str, Any]:
+        """The last watermark emitted on each column (what `watermarks` compares with)."""
+        return dict(self._emitted)
+
+    def restore_emitted_watermarks(self, emitted: dict[str, Any]) -> None:
+        self._emitted = dict(emitted)
+
     def watermarks(self, pairs: Iterable[tuple[str, Any]]) -> list[Message]:
         """`Watermark` messages for `pairs`, skipping those that do not raise the column."""
         out: list[Message] = []
@@ -112,3 +149,17 @@ class SourceOperator(Operator):
 
     def epoch(self, epoch: int) -> Iterable[Chunk]:
         raise NotImplementedError
+
+
+def lowest_of(values: Iterable[Any]) -> Any:
+    """The smallest value, or None when any is None: the watermark every old unit promised."""
+    listed = list(values)
+    if not listed or any(value is None for value in listed):
+        return None
+    return min(listed)
+
+
+def highest_of(values: Iterable[Any]) -> Any:
+    """The largest value that is not None (None when there is none)."""
+    present = [value for value in values if value is not None]
+    return max(present) if present else None

@@ -7,7 +7,7 @@ from typing import Any
 
 from sparkbeam.graph import EdgeInfo, Node
 from sparkbeam.messages import Watermark
-from sparkbeam.runners.direct.operator import Chunk, Message, Operator
+from sparkbeam.runners.direct.operator import Chunk, Message, Operator, Owner
 from sparkbeam.runners.direct.windows import require_times
 from sparkbeam.transforms.windows import WINDOW_END, WINDOW_START, Session
 
@@ -26,6 +26,9 @@ class SessionOperator(Operator):
 
     Sessions of one key are more than `gap` apart, so a new row joins the
     contiguous run of sessions within `gap` of it, merging them.
+
+    Checkpoint: the open sessions of every key. Rescale: each key's sessions
+    go to the unit that owns the key.
     """
 
     def __init__(self, node: Node, inputs: Sequence[EdgeInfo]) -> None:
@@ -103,3 +106,23 @@ class SessionOperator(Operator):
 
     def state_size(self) -> int:
         return self.held
+
+    def snapshot(self) -> dict[Any, list[tuple[int, int, tuple[Any, ...]]]]:
+        return {
+            key: [(s.first, s.last, tuple(s.rows)) for s in sessions]
+            for key, sessions in self.sessions.items()
+        }
+
+    def restore(self, state: dict[Any, list[tuple[int, int, tuple[Any, ...]]]]) -> None:
+        self.sessions = {
+            key: [OpenSession(first, last, list(rows)) for first, last, rows in sessions]
+            for key, sessions in state.items()
+        }
+        self.held = sum(len(s.rows) for sessions in self.sessions.values() for s in sessions)
+
+    def rescale(self, states: Sequence[Any], units: int, owner: Owner) -> list[Any]:
+        moved: list[dict[Any, Any]] = [{} for _ in range(units)]
+        for state in states:
+            for key, sessions in state.items():
+                moved[owner(key)][key] = sessions
+        return moved

@@ -7,7 +7,7 @@ from typing import Any
 
 from sparkbeam.graph import EdgeInfo, Node
 from sparkbeam.messages import Watermark
-from sparkbeam.runners.direct.operator import Chunk, Message, Operator
+from sparkbeam.runners.direct.operator import Chunk, Message, Operator, Owner, lowest_of
 
 
 class WatermarkMerger:
@@ -31,6 +31,12 @@ class WatermarkMerger:
 
 
 class UnionOperator(Operator):
+    """Rows pass at once; watermarks through the merger.
+
+    Checkpoint: the merger's latest watermark of each input. Rescale: each
+    value becomes the minimum over the old units (None if one had none).
+    """
+
     def __init__(self, node: Node, inputs: Sequence[EdgeInfo]) -> None:
         super().__init__(node, inputs)
         self.merger = WatermarkMerger(len(inputs), node.info.watermarked)
@@ -41,3 +47,17 @@ class UnionOperator(Operator):
     def on_watermark(self, port: int, watermark: Watermark) -> list[Message]:
         merged = self.merger.update(port, watermark)
         return [] if merged is None else self.watermarks([(watermark.column, merged)])
+
+    def snapshot(self) -> dict[str, list[Any]]:
+        return {column: list(values) for column, values in self.merger.latest.items()}
+
+    def restore(self, state: dict[str, list[Any]]) -> None:
+        self.merger.latest = {column: list(values) for column, values in state.items()}
+
+    def rescale(self, states: Sequence[Any], units: int, owner: Owner) -> list[Any]:
+        inputs = len(self.inputs)
+        merged = {
+            column: [lowest_of(state[column][port] for state in states) for port in range(inputs)]
+            for column in self.merger.latest
+        }
+        return [{column: list(values) for column, values in merged.items()} for _ in range(units)]

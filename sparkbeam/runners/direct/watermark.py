@@ -7,7 +7,14 @@ from typing import Any
 
 from sparkbeam.graph import EdgeInfo, Node
 from sparkbeam.messages import Watermark
-from sparkbeam.runners.direct.operator import Chunk, Message, Operator
+from sparkbeam.runners.direct.operator import (
+    Chunk,
+    Message,
+    Operator,
+    Owner,
+    highest_of,
+    lowest_of,
+)
 from sparkbeam.transforms.watermark import WithWatermark
 
 
@@ -16,6 +23,15 @@ class WatermarkFilter(Operator):
 
     State: the watermark `wm` and the largest event time seen. Each chunk is
     filtered with the watermark from before it.
+
+    With parallel units each unit filters its own rows with its own (local)
+    watermark, as RisingWave's filter does per partition. A checkpoint keeps
+    each unit's `wm`, largest time and counters; fail-over gives every unit its
+    own back; a rescale starts every new unit from the largest saved `wm` and
+    largest time (RisingWave takes the global maximum on scaling), so a new
+    unit never judges rows against less than any old unit did, and the
+    counters' totals go to unit 0. The barrier after a rescale announces the
+    restored watermark.
     """
 
     def __init__(self, node: Node, inputs: Sequence[EdgeInfo]) -> None:
@@ -83,12 +99,16 @@ class WatermarkFilter(Operator):
         return self.watermarks([(self.column, wm if upstream is None else max(wm, upstream))])
 
     def on_barrier(self, epoch: int) -> list[Message]:
-        if self.per_event or self.max_time is None:
+        if self.max_time is None:
             return []
-        candidate = self.function(self.max_time)
-        if self.wm is not None and candidate <= self.wm:
+        wm = self.wm
+        if not self.per_event:
+            candidate = self.function(self.max_time)
+            if wm is None or candidate > wm:
+                wm = candidate
+        if wm is None:
             return []
-        return self._raise(candidate)
+        return self._raise(wm)  # emits only what raises the output (after a rescale, the wm)
 
     def on_watermark(self, port: int, watermark: Watermark) -> list[Message]:
         if watermark.column != self.column:
@@ -98,3 +118,20 @@ class WatermarkFilter(Operator):
         return self.watermarks(
             [(self.column, self.upstream if own is None else max(own, self.upstream))]
         )
+
+    def snapshot(self) -> tuple[Any, ...]:
+        return (self.wm, self.upstream, self.max_time, self.late_count, self.invalid_count)
+
+    def restore(self, state: tuple[Any, ...]) -> None:
+        self.wm, self.upstream, self.max_time, self.late_count, self.invalid_count = state
+
+    def rescale(self, states: Sequence[Any], units: int, owner: Owner) -> list[Any]:
+        wm = highest_of(state[0] for state in states)
+        upstream = lowest_of(state[1] for state in states)
+        max_time = highest_of(state[2] for state in states)
+        late = sum(state[3] for state in states)
+        invalid = sum(state[4] for state in states)
+        return [
+            (wm, upstream, max_time, late if unit == 0 else 0, invalid if unit == 0 else 0)
+            for unit in range(units)
+        ]
