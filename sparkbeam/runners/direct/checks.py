@@ -7,6 +7,11 @@ transform that produced the edge, the column, the watermark and the row.
 
 Order: on the output of a transform that promises an order (`Sort`), each
 row's sort column is `>=` that of the previous row of the same key.
+
+Global watermark (parallel units, `runners.direct.parallel`): at every
+barrier, all the units behind one exchange hold the same watermark value on
+each column (the merger of each has seen the same watermarks from every
+producing unit).
 """
 
 from __future__ import annotations
@@ -17,6 +22,11 @@ from sparkbeam.errors import InvariantViolation
 from sparkbeam.messages import Watermark
 from sparkbeam.runners.direct.operator import Chunk
 from sparkbeam.schema import Schema, to_external
+
+
+def _show(schema: Schema, column: str, value: Any) -> Any:
+    convert = to_external(schema.type_of(column))
+    return convert([value])[0] if convert and value is not None else value
 
 
 class EdgeCheck:
@@ -30,8 +40,7 @@ class EdgeCheck:
         self.watermarks: dict[str, Any] = {}
 
     def _show(self, column: str, value: Any) -> Any:
-        convert = to_external(self.schema.type_of(column))
-        return convert([value])[0] if convert else value
+        return _show(self.schema, column, value)
 
     def watermark(self, watermark: Watermark) -> None:
         column, value = watermark.column, watermark.value
@@ -94,3 +103,39 @@ class OrderCheck:
                     )
                 )
             last[key] = value
+
+
+class GlobalWatermarkCheck:
+    """At every barrier, every unit behind one exchange holds the same watermarks.
+
+    Each unit reports what its merger has emitted per column when it aligns
+    a barrier; once every unit of the node has reported that barrier, the
+    reports must be equal.
+    """
+
+    __slots__ = ("label", "reports", "schema", "units")
+
+    def __init__(self, label: str, schema: Schema, units: int) -> None:
+        self.label = label
+        self.schema = schema
+        self.units = units
+        self.reports: dict[int, dict[int, dict[str, Any]]] = {}
+
+    def barrier(self, epoch: int, unit: int, held: dict[str, Any]) -> None:
+        reports = self.reports.setdefault(epoch, {})
+        reports[unit] = dict(held)
+        if len(reports) < self.units:
+            return
+        del self.reports[epoch]
+        first = reports[0]
+        for other, values in sorted(reports.items()):
+            if values != first:
+                shown = {
+                    u: {c: _show(self.schema, c, v) for c, v in sorted(r.items())}
+                    for u, r in sorted(reports.items())
+                }
+                raise InvariantViolation(
+                    f"global watermark broken behind the exchange into {self.label}: at barrier "
+                    f"{epoch} unit 0 and unit {other} hold different watermarks "
+                    f"(per unit: {shown!r})"
+                )

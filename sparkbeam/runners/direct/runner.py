@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from sparkbeam.errors import PipelineError
 from sparkbeam.graph import EdgeInfo, Node
 from sparkbeam.messages import Watermark
+from sparkbeam.runners.direct.checkpoint import CheckpointPlan, Recovery
 from sparkbeam.runners.direct.combine import CombineOperator
 from sparkbeam.runners.direct.elementwise import FilterOperator, MapOperator, SelectOperator
 from sparkbeam.runners.direct.executor import EdgeRecord, Executor, OperatorFactory
 from sparkbeam.runners.direct.files import ReadFilesOperator, WriteFilesOperator
 from sparkbeam.runners.direct.join import JoinOperator
 from sparkbeam.runners.direct.operator import Operator
+from sparkbeam.runners.direct.parallel import SCHEDULES, ParallelExecutor
 from sparkbeam.runners.direct.session import SessionOperator
 from sparkbeam.runners.direct.sort import SortOperator
 from sparkbeam.runners.direct.sources import CreateOperator, TestStreamOperator
@@ -70,17 +72,94 @@ class DirectRunner:
     watermarks are recorded for the PCollections the caller still holds a
     reference to when the pipeline runs (so a long chain's intermediate
     results cost no memory).
+
+    The other arguments run the pipeline as production would, for checking
+    (`runners.direct.parallel` and `runners.direct.checkpoint`):
+
+    - `parallelism=N`: every transform runs as N units, with exchanges
+      before the keyed ones.
+    - `schedule="fixed"` (a fixed order of units, shuffled once with `seed`)
+      or `"random"` (units, inputs and sources interleaved at random, from
+      `seed`).
+    - `checkpoint_every=K`: every K-th barrier is a checkpoint.
+    - `fail_at=step` or a list of steps: the run is aborted after that many
+      messages have been delivered (mid-epoch included) and restored from the
+      last complete checkpoint (from scratch if there is none); the sources
+      replay from their saved offsets. Steps the run never reaches do
+      nothing; `result.recoveries` lists the restores that happened.
+    - `rescale={epoch: N}`: barrier `epoch` is a checkpoint, and once it is
+      complete the run continues from it with N units.
+
+    With all of them at their defaults the single-unit executor runs (the
+    fast path); otherwise the parallel one, even for `parallelism=1`.
     """
 
-    def __init__(self, check_invariants: bool = True) -> None:
+    def __init__(
+        self,
+        check_invariants: bool = True,
+        *,
+        parallelism: int = 1,
+        schedule: str = "fixed",
+        seed: int = 0,
+        checkpoint_every: int | None = None,
+        fail_at: int | Iterable[int] | None = None,
+        rescale: Mapping[int, int] | None = None,
+    ) -> None:
         self.check_invariants = check_invariants
+        if schedule not in SCHEDULES:
+            raise PipelineError(
+                f"DirectRunner: schedule={schedule!r}; use 'fixed' (a fixed order of units) "
+                "or 'random' (units and inputs interleaved at random, from seed=)"
+            )
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise PipelineError(f"DirectRunner: seed must be an integer, got {seed!r}")
+        self.plan = CheckpointPlan.of(parallelism, checkpoint_every, fail_at, rescale)
+        self.schedule = schedule
+        self.seed = seed
+
+    @property
+    def parallel(self) -> bool:
+        """Whether the run uses parallel units (anything but the defaults)."""
+        plan = self.plan
+        return (
+            plan.parallelism != 1
+            or self.schedule != "fixed"
+            or plan.every is not None
+            or bool(plan.fail_at)
+            or bool(plan.rescale)
+        )
 
     def run(self, pipeline: Pipeline) -> DirectResult:
         nodes = pipeline.nodes
+        if self.parallel:
+            return self._run_parallel(pipeline)
         operators = [operator_for(node, [nodes[i].info for i in node.inputs]) for node in nodes]
         executor = Executor(nodes, operators, pipeline.live_node_ids(), self.check_invariants)
         executor.run()
-        return DirectResult(pipeline, operators, executor.records, executor.epochs, executor.peaks)
+        return DirectResult(
+            pipeline, [[op] for op in operators], executor.records, executor.epochs, executor.peaks
+        )
+
+    def _run_parallel(self, pipeline: Pipeline) -> DirectResult:
+        executor = ParallelExecutor(
+            pipeline.nodes,
+            operator_for,
+            pipeline.live_node_ids(),
+            self.check_invariants,
+            self.plan,
+            schedule=self.schedule,
+            seed=self.seed,
+        )
+        executor.run()
+        return DirectResult(
+            pipeline,
+            executor.operators(),
+            executor.finished_records(),
+            executor.epochs,
+            executor.peaks,
+            steps=executor.steps,
+            recoveries=executor.recoveries,
+        )
 
 
 class DirectResult:
@@ -89,16 +168,28 @@ class DirectResult:
     def __init__(
         self,
         pipeline: Pipeline,
-        operators: Sequence[Operator],
+        units: Sequence[Sequence[Operator]],
         records: dict[int, EdgeRecord],
         epochs: int,
         peaks: Sequence[int],
+        steps: int = 0,
+        recoveries: Sequence[Recovery] = (),
     ) -> None:
         self.pipeline = pipeline
-        self.operators = operators
+        self.units = units
+        """Each node's operators, one per unit (the last units, after any rescale)."""
         self.records = records
         self.epochs = epochs
         self.peaks = peaks
+        self.steps = steps
+        """Messages delivered by a parallel run (failed attempts included); 0 otherwise."""
+        self.recoveries = list(recoveries)
+        """The restores of a parallel run (failures and rescales), in order."""
+
+    @property
+    def operators(self) -> list[Operator]:
+        """Each node's operator (its first unit's, on a parallel run)."""
+        return [units[0] for units in self.units]
 
     def _record(self, pcoll: PCollection) -> EdgeRecord:
         if pcoll.pipeline is not self.pipeline:
@@ -132,27 +223,27 @@ class DirectResult:
             out.append(Watermark(mark.column, convert([mark.value])[0] if convert else mark.value))
         return out
 
-    def _filter(self, pcoll: PCollection) -> WatermarkFilter:
-        operator = self.operators[pcoll.node.id]
-        if not isinstance(operator, WatermarkFilter):
+    def _filters(self, pcoll: PCollection) -> list[WatermarkFilter]:
+        filters = [op for op in self.units[pcoll.node.id] if isinstance(op, WatermarkFilter)]
+        if not filters:
             raise PipelineError(
                 f"{pcoll.node.label}: late rows are counted by WithWatermark; pass the "
                 "PCollection that .with_watermark(...) returned"
             )
-        return operator
+        return filters
 
     def late_count(self, pcoll: PCollection) -> int:
-        """Rows dropped as late by the `WithWatermark` that produced `pcoll`."""
-        return self._filter(pcoll).late_count
+        """Rows dropped as late by the `WithWatermark` that produced `pcoll` (all units)."""
+        return sum(f.late_count for f in self._filters(pcoll))
 
     def invalid_count(self, pcoll: PCollection) -> int:
         """Rows dropped by that `WithWatermark` because their event time was `None`."""
-        return self._filter(pcoll).invalid_count
+        return sum(f.invalid_count for f in self._filters(pcoll))
 
     def state_size(self, pcoll: PCollection) -> int:
         """Rows or groups the operator that produced `pcoll` still holds (0 after the flush)."""
-        return self.operators[pcoll.node.id].state_size()
+        return sum(op.state_size() for op in self.units[pcoll.node.id])
 
     def peak_state_size(self, pcoll: PCollection) -> int:
-        """The most rows or groups the operator that produced `pcoll` held at once."""
+        """The most rows or groups the operator that produced `pcoll` held at once (all units)."""
         return self.peaks[pcoll.node.id]

@@ -1,0 +1,397 @@
+"""Parallel units on the direct runner: each transform as several units, with exchanges.
+
+`ParallelExecutor` runs a pipeline the way a production engine does, in one
+process and deterministically, to check that the model's rules hold there
+too (`sb.DirectRunner(parallelism=N, ...)`). The single-unit `Executor`
+stays the fast path; this one is for checking.
+
+Layout (`Layout.of`), for parallelism N:
+
+- A source runs as N units; unit `i` takes rows `i, i + N, i + 2N, ...` of
+  each epoch (round robin, in order).
+- A transform that keeps state per key runs behind an exchange that
+  partitions by its key columns (`exchange.KeyRoute`): `CombinePerKey` (its
+  keys), `Session` and `Sort` (their `keys`), `Join` (`on`, both sides). With
+  no key columns (a `Sort` or `Session` without keys, a global
+  `CombinePerKey`) and for `WriteFiles` it runs as one unit and the exchange
+  gathers every row. So a `Sort` always sees the global watermark: the
+  minimum over the units that feed it, never one unit's local watermark.
+- Every other transform runs as many units as its input (`Union`: the most
+  of its inputs), unit `i` fed by unit `i` of its input (a forward edge).
+  `WithWatermark` is one of them: each unit filters its own rows with its
+  own local watermark. An input with fewer units than its consumer is spread
+  by an exchange without a key.
+
+Messages: chunks, watermarks, `Barrier(epoch)` and `END` (end of input).
+Every input of a unit is a FIFO channel; a unit takes one message at a
+time. An exchange input goes through the unit's merger for that port
+(`exchange.Merger`). A channel that delivers a barrier is blocked until every
+channel of the unit has delivered it (aligned barriers); then the operator's
+`on_barrier` runs, a checkpoint barrier saves the unit's state, and the
+barrier goes out on every output. `END` is aligned the same way (`on_end`).
+
+Schedules: one step delivers one message (a source's step emits its next
+chunk, barrier or `END`). `"fixed"` (default): the units in one order,
+shuffled with `seed` (the same order again after a fail-over); each step
+serves the first unit in that order with a message to take (its first open
+channel), and only when no unit has one does a source emit: the first in
+that order among those furthest behind (so the sources' units keep in step,
+epoch by epoch). `"random"`: each step picks, with
+a `random.Random(seed)`, one of the units (sources included) that can take
+a step, and one of its open channels: units, inputs and sources interleave
+at random, sources may run epochs ahead.
+
+Checks (with `check_invariants`): invariant W on every unit's output and on
+every merger's output (so watermarks never decrease on any edge), the order
+after `Sort`, and at every barrier the global watermark
+(`checks.GlobalWatermarkCheck`).
+
+Results are merged over units: the rows of a PCollection per epoch in the
+order its units emitted them; its watermarks are those its units emitted,
+merged as an exchange would merge them (the PCollection's global
+watermark); counters are summed over units and the peak state is the peak of
+the sum over units. `fail_at` and `rescale`: see `checkpoint`.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+
+from sparkbeam.graph import EdgeInfo, Node
+from sparkbeam.messages import Watermark
+from sparkbeam.runners.direct.checkpoint import (
+    Checkpoint,
+    CheckpointPlan,
+    Recovery,
+    restore_node,
+    save_unit,
+)
+from sparkbeam.runners.direct.checks import EdgeCheck, GlobalWatermarkCheck, OrderCheck
+from sparkbeam.runners.direct.exchange import FixedRoute, KeyRoute, Merger, Route
+from sparkbeam.runners.direct.executor import EdgeRecord
+from sparkbeam.runners.direct.operator import Chunk, Message, Operator
+from sparkbeam.runners.direct.units import (
+    END,
+    Barrier,
+    Candidates,
+    Channel,
+    EndOfInput,
+    Layout,
+    Output,
+    SourceUnit,
+    Unit,
+    UnitsRecord,
+)
+
+OperatorFactory = Callable[[Node, Sequence[EdgeInfo]], Operator]
+SCHEDULES = ("fixed", "random")
+
+
+class ParallelExecutor:
+    """Runs the graph as parallel units with exchanges, a schedule, checkpoints and failures."""
+
+    def __init__(
+        self,
+        nodes: Sequence[Node],
+        factory: OperatorFactory,
+        recorded: frozenset[int],
+        check_invariants: bool,
+        plan: CheckpointPlan,
+        schedule: str = "fixed",
+        seed: int = 0,
+    ) -> None:
+        self.nodes = nodes
+        self.factory = factory
+        self.check_invariants = check_invariants
+        self.plan = plan
+        self.schedule = schedule
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.layout = Layout.of(nodes, plan.parallelism_after(-1))
+        self._build(start_epoch=0)
+        self.epochs = max((u.source.epoch_count for u in self.sources), default=0)
+        self.records = {
+            node_id: UnitsRecord(self.epochs, self.layout.units[node_id]) for node_id in recorded
+        }
+        self.peaks = [0] * len(nodes)
+        self.steps = 0
+        self.recoveries: list[Recovery] = []
+        self.latest: Checkpoint | None = None
+        self.taking: dict[int, Checkpoint] = {}
+        self.rescale_due: Checkpoint | None = None
+
+    # building the units
+
+    def _build(self, start_epoch: int) -> None:
+        layout, nodes = self.layout, self.nodes
+        self.units: list[list[Unit]] = []
+        for node in nodes:
+            infos = [nodes[i].info for i in node.inputs]
+            count = layout.units[node.id]
+            kind = SourceUnit if not node.inputs else Unit
+            units = [kind(node, i, count, self.factory(node, infos)) for i in range(count)]
+            self.units.append(units)
+        self.global_checks: dict[tuple[int, int], GlobalWatermarkCheck] = {}
+        self.pending = Candidates()
+        """Units that may have a step to take: unfinished sources, units with messages."""
+        for node in nodes:
+            for port, producer in enumerate(node.inputs):
+                self._connect(producer, node, port)
+        for node in nodes:
+            for unit in self.units[node.id]:
+                unit.epoch = start_epoch
+                if self.check_invariants:
+                    unit.check = EdgeCheck(unit.name, node.info.schema)
+                    order = node.transform.output_order()
+                    if order is not None:
+                        unit.order_check = OrderCheck(
+                            unit.name, node.info.schema, order[0], order[1]
+                        )
+        self.sources = [u for units in self.units for u in units if isinstance(u, SourceUnit)]
+        for source in self.sources:
+            self.pending.add(source)
+        self.order = [unit for units in self.units for unit in units]
+        random.Random(self.seed * 1009 + layout.parallelism).shuffle(self.order)
+        self.totals = [0] * len(nodes)
+
+    def _connect(self, producer: int, node: Node, port: int) -> None:
+        layout = self.layout
+        producers, consumers = self.units[producer], self.units[node.id]
+        pending = self.pending
+        if not layout.exchange(producer, node.id):
+            for source, target in zip(producers, consumers, strict=True):
+                channel = Channel(port, 0, target, pending)
+                target.channels.append(channel)
+                source.outputs.append(Output(FixedRoute(0), [channel]))
+            return
+        schema = self.nodes[producer].info.schema
+        inbound = [
+            [Channel(port, j, target, pending) for j in range(len(producers))]
+            for target in consumers
+        ]
+        for target, channels in zip(consumers, inbound, strict=True):
+            target.channels.extend(channels)
+            target.mergers[port] = Merger(len(producers))
+            if self.check_invariants:
+                target.merged_checks[port] = EdgeCheck(
+                    f"the exchange into {target.name}, input {port}", schema
+                )
+        keys = layout.keys[node.id]
+        for j, source in enumerate(producers):
+            route: Route = (
+                KeyRoute(keys, len(consumers))
+                if keys is not None
+                else FixedRoute(j % len(consumers))
+            )
+            source.outputs.append(Output(route, [channels[j] for channels in inbound]))
+        if self.check_invariants:
+            self.global_checks[(node.id, port)] = GlobalWatermarkCheck(
+                f"{node.label}, input {port}", schema, len(consumers)
+            )
+
+    # the run
+
+    def run(self) -> None:
+        failures = list(self.plan.fail_at)
+        while True:
+            if self.rescale_due is not None:
+                checkpoint, self.rescale_due = self.rescale_due, None
+                self._restore(checkpoint, "rescale")
+                continue
+            if failures and self.steps >= failures[0]:
+                failures.pop(0)
+                self._restore(self.latest, "failure")
+                continue
+            picked = self._pick()
+            if picked is None:
+                break
+            unit, channel = picked
+            self.steps += 1
+            if channel is None:
+                assert isinstance(unit, SourceUnit)
+                self._source_step(unit)
+            else:
+                self._deliver(unit, channel)
+        stuck = [unit.name for units in self.units for unit in units if not unit.done]
+        if stuck:
+            raise RuntimeError(f"parallel run ended with units still running: {stuck}")
+
+    def _pick(self) -> tuple[Unit, Channel | None] | None:
+        if self.schedule == "random":
+            pending, rng = self.pending, self.rng
+            while pending.items:
+                unit = pending.items[rng.randrange(len(pending.items))]
+                if isinstance(unit, SourceUnit):
+                    if not unit.done:
+                        return unit, None
+                else:
+                    channels = unit.open_channels()
+                    if channels:
+                        return unit, rng.choice(channels)
+                pending.remove(unit)  # added again when a message comes or it unblocks
+            return None
+        for unit in self.order:
+            for channel in unit.channels:
+                if channel.queue and not channel.blocked:
+                    return unit, channel
+        behind: SourceUnit | None = None
+        for source in self.order:
+            if (
+                isinstance(source, SourceUnit)
+                and not source.done
+                and (behind is None or source.epoch < behind.epoch)
+            ):
+                behind = source
+        return None if behind is None else (behind, None)
+
+    def _source_step(self, unit: SourceUnit) -> None:
+        signal = unit.next_signal(self.epochs)
+        if isinstance(signal, Chunk):
+            self._emit(unit, [signal])
+        elif isinstance(signal, Barrier):
+            self._pass_barrier(unit, signal)
+        else:
+            self._pass_end(unit)
+
+    def _deliver(self, unit: Unit, channel: Channel) -> None:
+        signal = channel.queue.popleft()
+        port = channel.port
+        out: list[Message]
+        if isinstance(signal, Chunk):
+            merged_check = unit.merged_checks[port]
+            if merged_check is not None:
+                merged_check.chunk(signal)
+            out = unit.operator.on_chunk(port, signal)
+        elif isinstance(signal, Watermark):
+            merger = unit.mergers[port]
+            if merger is not None:
+                merged = merger.on_watermark(channel.source, signal)
+                if merged is None:
+                    return
+                merged_check = unit.merged_checks[port]
+                if merged_check is not None:
+                    merged_check.watermark(merged)
+                signal = merged
+            out = unit.operator.on_watermark(port, signal)
+        else:
+            channel.blocked = True
+            unit.waiting += 1
+            if unit.waiting == len(unit.channels):
+                self._align(unit, signal)
+            return
+        self._emit(unit, out)
+        self._track_state(unit)
+
+    def _align(self, unit: Unit, signal: Barrier | EndOfInput) -> None:
+        for channel in unit.channels:
+            channel.blocked = False
+        unit.waiting = 0
+        self.pending.add(unit)
+        if isinstance(signal, Barrier):
+            self._emit(unit, unit.operator.on_barrier(signal.epoch))
+            self._track_state(unit)
+            for port, merger in enumerate(unit.mergers):
+                check = self.global_checks.get((unit.node.id, port))
+                if merger is not None and check is not None:
+                    check.barrier(signal.epoch, unit.index, merger.emitted)
+            self._pass_barrier(unit, signal)
+        else:
+            self._emit(unit, unit.operator.on_end())
+            self._track_state(unit)
+            self._pass_end(unit)
+
+    def _pass_barrier(self, unit: Unit, barrier: Barrier) -> None:
+        epoch = barrier.epoch
+        if self.plan.is_checkpoint(epoch):
+            self._save(unit, epoch)
+        for output in unit.outputs:
+            output.broadcast(barrier)
+        unit.epoch = epoch + 1
+
+    def _pass_end(self, unit: Unit) -> None:
+        for output in unit.outputs:
+            output.broadcast(END)
+        unit.done = True
+
+    def _emit(self, unit: Unit, messages: list[Message]) -> None:
+        record = self.records.get(unit.node.id)
+        for message in messages:
+            if isinstance(message, Chunk):
+                if message.size == 0:
+                    continue
+                if unit.check is not None:
+                    unit.check.chunk(message)
+                if unit.order_check is not None:
+                    unit.order_check.chunk(message)
+                if record is not None:
+                    record.chunks[min(unit.epoch, self.epochs)].append(message)
+                for output in unit.outputs:
+                    output.send(message)
+            else:
+                if unit.check is not None:
+                    unit.check.watermark(message)
+                if record is not None:
+                    record.events.append((unit.epoch, unit.index, message))
+                for output in unit.outputs:
+                    output.broadcast(message)
+
+    def _track_state(self, unit: Unit) -> None:
+        size = unit.operator.state_size()
+        if size != unit.state:
+            node_id = unit.node.id
+            self.totals[node_id] += size - unit.state
+            unit.state = size
+            if self.totals[node_id] > self.peaks[node_id]:
+                self.peaks[node_id] = self.totals[node_id]
+
+    # checkpoints
+
+    def _save(self, unit: Unit, epoch: int) -> None:
+        checkpoint = self.taking.get(epoch)
+        if checkpoint is None:
+            checkpoint = self.taking[epoch] = Checkpoint(epoch, self.layout.units)
+        checkpoint.states[(unit.node.id, unit.index)] = save_unit(unit)
+        if not checkpoint.complete:
+            return
+        self.latest = checkpoint
+        for done in [e for e in self.taking if e <= epoch]:
+            del self.taking[done]
+        if self.plan.parallelism_after(epoch) != self.layout.parallelism:
+            self.rescale_due = checkpoint
+
+    def _restore(self, checkpoint: Checkpoint | None, cause: str) -> None:
+        """Rebuild every unit and restore it from `checkpoint` (None: from scratch)."""
+        epoch = -1 if checkpoint is None else checkpoint.epoch
+        before = self.layout
+        self.layout = Layout.of(self.nodes, self.plan.parallelism_after(epoch))
+        self._build(start_epoch=epoch + 1)
+        if checkpoint is not None:
+            for node in self.nodes:
+                restore_node(checkpoint.of_node(node.id), self.units[node.id])
+        for units in self.units:
+            for unit in units:
+                self._track_state(unit)
+        for node_id, record in self.records.items():
+            record.truncate(epoch)
+            count = self.layout.units[node_id]
+            if count != before.units[node_id]:
+                record.events.append((epoch, -1, count))
+        self.taking.clear()
+        self.recoveries.append(
+            Recovery(
+                self.steps,
+                cause,
+                None if checkpoint is None else epoch,
+                before.parallelism,
+                self.layout.parallelism,
+            )
+        )
+
+    # results
+
+    def operators(self) -> list[list[Operator]]:
+        return [[unit.operator for unit in units] for units in self.units]
+
+    def finished_records(self) -> dict[int, EdgeRecord]:
+        return {node_id: record.finish() for node_id, record in self.records.items()}

@@ -1,0 +1,256 @@
+"""The parts of a parallel run: units, their channels and outputs, and how many of each.
+
+`Layout.of` decides how many units each node runs as and where exchanges go
+(rules in `runners.direct.parallel`); a `Unit` holds one operator instance,
+its input `Channel`s (FIFO, one per producing unit), a `Merger` per exchange
+input and an `Output` per consuming edge (the dispatcher's route and the
+consumer units' channels). A `SourceUnit` reads its share of each epoch.
+`UnitsRecord` keeps what the units of one recorded node emitted, tagged
+with the epoch it belongs to, so that a restore can drop what came after
+its checkpoint.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import attrs
+
+from sparkbeam.graph import Node
+from sparkbeam.messages import Watermark
+from sparkbeam.runners.direct.checks import EdgeCheck, OrderCheck
+from sparkbeam.runners.direct.exchange import Merger, Route
+from sparkbeam.runners.direct.executor import EdgeRecord
+from sparkbeam.runners.direct.operator import Chunk, Operator, SourceOperator
+from sparkbeam.transforms.combine import CombinePerKey
+from sparkbeam.transforms.files import WriteFiles
+from sparkbeam.transforms.join import Join
+from sparkbeam.transforms.sort import Sort
+from sparkbeam.transforms.windows import Session
+
+
+@attrs.frozen
+class Barrier:
+    """The end of epoch `epoch` on a channel."""
+
+    epoch: int
+
+
+class EndOfInput:
+    """The end of input on a channel: every watermark is +inf; flush."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "END"
+
+
+END = EndOfInput()
+Signal = Chunk | Watermark | Barrier | EndOfInput
+
+
+def partition_keys(node: Node) -> tuple[str, ...] | None:
+    """The columns an exchange before `node` partitions by; None: no exchange needed."""
+    transform = node.transform
+    if isinstance(transform, (CombinePerKey, Session, Sort)):
+        return transform.keys
+    if isinstance(transform, Join):
+        return transform.on
+    if isinstance(transform, WriteFiles):
+        return ()
+    return None
+
+
+@attrs.frozen
+class Layout:
+    """How many units each node runs as, and which of them sit behind an exchange."""
+
+    parallelism: int
+    units: tuple[int, ...]
+    keys: tuple[tuple[str, ...] | None, ...]
+
+    @classmethod
+    def of(cls, nodes: Sequence[Node], parallelism: int) -> Layout:
+        units: list[int] = []
+        keys: list[tuple[str, ...] | None] = []
+        for node in nodes:
+            key = partition_keys(node)
+            if not node.inputs:
+                count = parallelism
+            elif key is not None:
+                count = parallelism if key else 1
+            else:
+                count = max(units[i] for i in node.inputs)
+            units.append(count)
+            keys.append(key)
+        return cls(parallelism, tuple(units), tuple(keys))
+
+    def exchange(self, producer: int, consumer: int) -> bool:
+        return self.keys[consumer] is not None or self.units[producer] != self.units[consumer]
+
+
+class Candidates:
+    """The units that may be able to take a step: a set with uniform random choice.
+
+    Kept in a list (swap-remove) so that a run is reproducible from its seed.
+    """
+
+    __slots__ = ("items", "positions")
+
+    def __init__(self) -> None:
+        self.items: list[Unit] = []
+        self.positions: dict[Unit, int] = {}
+
+    def add(self, unit: Unit) -> None:
+        if unit not in self.positions:
+            self.positions[unit] = len(self.items)
+            self.items.append(unit)
+
+    def remove(self, unit: Unit) -> None:
+        position = self.positions.pop(unit)
+        last = self.items.pop()
+        if last is not unit:
+            self.items[position] = last
+            self.positions[last] = position
+
+
+class Channel:
+    """One input of a unit: the messages of one producing unit, in order.
+
+    A message put in adds the consuming unit to `pending` (when given), the
+    units the random schedule chooses from.
+    """
+
+    __slots__ = ("blocked", "pending", "port", "queue", "source", "unit")
+
+    def __init__(
+        self,
+        port: int,
+        source: int,
+        unit: Unit | None = None,
+        pending: Candidates | None = None,
+    ) -> None:
+        self.port = port
+        self.source = source
+        self.unit = unit
+        self.pending = pending
+        self.queue: deque[Signal] = deque()
+        self.blocked = False
+
+    def put(self, signal: Signal) -> None:
+        self.queue.append(signal)
+        if self.pending is not None and self.unit is not None:
+            self.pending.add(self.unit)
+
+
+class Output:
+    """One consuming edge of a unit: the dispatcher's route and the consumer units' channels."""
+
+    __slots__ = ("route", "targets")
+
+    def __init__(self, route: Route, targets: list[Channel]) -> None:
+        self.route = route
+        self.targets = targets
+
+    def send(self, chunk: Chunk) -> None:
+        targets = self.targets
+        for unit, part in self.route.split(chunk):
+            targets[unit].put(part)
+
+    def broadcast(self, signal: Signal) -> None:
+        for channel in self.targets:
+            channel.put(signal)
+
+
+class Unit:
+    """One parallel instance of a node: its operator, input channels, mergers and outputs."""
+
+    def __init__(self, node: Node, index: int, count: int, operator: Operator) -> None:
+        self.node = node
+        self.index = index
+        self.count = count
+        self.operator = operator
+        self.channels: list[Channel] = []
+        ports = len(node.inputs)
+        self.mergers: list[Merger | None] = [None] * ports
+        self.merged_checks: list[EdgeCheck | None] = [None] * ports
+        self.outputs: list[Output] = []
+        self.check: EdgeCheck | None = None
+        self.order_check: OrderCheck | None = None
+        self.epoch = 0
+        self.waiting = 0
+        self.done = False
+        self.state = 0
+
+    @property
+    def name(self) -> str:
+        return f"{self.node.label} (unit {self.index} of {self.count})"
+
+    def open_channels(self) -> list[Channel]:
+        return [channel for channel in self.channels if channel.queue and not channel.blocked]
+
+
+class SourceUnit(Unit):
+    """A source's unit: its share of each epoch's rows, then the epoch's barrier."""
+
+    def __init__(self, node: Node, index: int, count: int, operator: Operator) -> None:
+        super().__init__(node, index, count, operator)
+        assert isinstance(operator, SourceOperator)
+        self.source = operator
+        self.pending: Iterator[Chunk] | None = None
+
+    def next_signal(self, epochs: int) -> Signal:
+        """The next chunk of this unit's share, the barrier ending the epoch, or `END`."""
+        while True:
+            if self.epoch >= epochs:
+                return END
+            if self.pending is None:
+                self.pending = self._share(self.source.epoch(self.epoch))
+            chunk = next(self.pending, None)
+            if chunk is None:
+                self.pending = None
+                return Barrier(self.epoch)
+            return chunk
+
+    def _share(self, chunks: Iterable[Chunk]) -> Iterator[Chunk]:
+        seen, index, count = 0, self.index, self.count
+        for chunk in chunks:
+            if count == 1:
+                if chunk.size:
+                    yield chunk
+                continue
+            mine = range((index - seen) % count, chunk.size, count)
+            seen += chunk.size
+            if len(mine):
+                yield chunk.take(mine)
+
+
+class UnitsRecord:
+    """What the units of one recorded node emitted, tagged with the epoch it belongs to."""
+
+    def __init__(self, epochs: int, units: int) -> None:
+        self.chunks: list[list[Chunk]] = [[] for _ in range(epochs + 1)]
+        self.units = units
+        self.events: list[tuple[int, int, Any]] = []
+        """`(epoch, unit, Watermark)`, or `(epoch, -1, units)` where the unit count changed."""
+
+    def truncate(self, epoch: int) -> None:
+        """Forget what came after checkpoint `epoch` (it will be replayed)."""
+        for later in self.chunks[epoch + 1 :]:
+            later.clear()
+        self.events = [event for event in self.events if event[0] <= epoch]
+
+    def finish(self) -> EdgeRecord:
+        record = EdgeRecord(len(self.chunks) - 1)
+        record.chunks = self.chunks
+        merger = Merger(self.units)
+        for _, unit, item in self.events:
+            if unit < 0:
+                merger = Merger(item, merger.emitted)
+                continue
+            merged = merger.on_watermark(unit, item)
+            if merged is not None:
+                record.watermarks.append(merged)
+        return record
