@@ -41,8 +41,8 @@ def orders_stream() -> sb.TestStream:
 # --- the example of SPEC section 5 -----------------------------------------------------
 
 
-def test_the_spec_example() -> None:
-    with sb.Pipeline(runner="direct") as p:
+def test_the_spec_example(runner: Any) -> None:
+    with sb.Pipeline(runner=runner) as p:
         orders = p | sb.Create(
             [{"order_id": "o1", "amount": 29.99, "event_time": datetime(2026, 4, 1, 10, 0)}]
         )
@@ -191,8 +191,8 @@ def test_an_input_from_another_pipeline_is_refused() -> None:
 # --- running and results ---------------------------------------------------------------
 
 
-def test_context_manager_runs_on_exit_and_keeps_the_result() -> None:
-    with sb.Pipeline() as p:
+def test_context_manager_runs_on_exit_and_keeps_the_result(runner: Any) -> None:
+    with sb.Pipeline(runner=runner) as p:
         rows = p | sb.Create([{"n": 1}, {"n": 2}])
         assert p.result is None  # not run yet
     assert p.result is not None
@@ -208,8 +208,8 @@ def test_context_manager_does_not_run_when_the_block_raises() -> None:
     assert calls == []
 
 
-def test_run_returns_the_result() -> None:
-    p = sb.Pipeline()
+def test_run_returns_the_result(runner: Any) -> None:
+    p = sb.Pipeline(runner=runner)
     rows = p | sb.Create([{"n": 1}])
     result = p.run()
     assert p.result is result
@@ -259,39 +259,39 @@ def test_default_runner_is_direct() -> None:
 # --- assert_that -----------------------------------------------------------------------
 
 
-def test_assert_that_passes() -> None:
-    with sb.Pipeline() as p:
+def test_assert_that_passes(runner: Any) -> None:
+    with sb.Pipeline(runner=runner) as p:
         rows = p | sb.Create([{"n": 1}, {"n": 2}, {"n": 2}])
         sb.assert_that(rows, sb.equal_to([{"n": 2}, {"n": 1}, {"n": 2}]))
     assert p.result is not None
 
 
-def test_assert_that_fails_on_a_wrong_row() -> None:
-    with pytest.raises(AssertionError) as info, sb.Pipeline() as p:
+def test_assert_that_fails_on_a_wrong_row(runner: Any) -> None:
+    with pytest.raises(AssertionError) as info, sb.Pipeline(runner=runner) as p:
         rows = p | sb.Create([{"n": 1}, {"n": 2}])
         sb.assert_that(rows, sb.equal_to([{"n": 1}, {"n": 3}]))
     assert "3" in str(info.value)
 
 
-def test_assert_that_counts_duplicates() -> None:
-    p = sb.Pipeline()
+def test_assert_that_counts_duplicates(runner: Any) -> None:
+    p = sb.Pipeline(runner=runner)
     rows = p | sb.Create([{"n": 1}, {"n": 1}])
     sb.assert_that(rows, sb.equal_to([{"n": 1}]))
     with pytest.raises(AssertionError):
         p.run()
 
 
-def test_assert_that_fails_on_a_missing_row() -> None:
-    p = sb.Pipeline()
+def test_assert_that_fails_on_a_missing_row(runner: Any) -> None:
+    p = sb.Pipeline(runner=runner)
     rows = p | sb.Create([{"n": 1}])
     sb.assert_that(rows, sb.equal_to([{"n": 1}, {"n": 1}]))
     with pytest.raises(AssertionError):
         p.run()
 
 
-def test_assert_that_on_datetimes_and_a_custom_matcher() -> None:
+def test_assert_that_on_datetimes_and_a_custom_matcher(runner: Any) -> None:
     seen: list[list[dict[str, Any]]] = []
-    with sb.Pipeline() as p:
+    with sb.Pipeline(runner=runner) as p:
         rows = p | sb.Create([{"t": at(10, 0)}])
         windowed = rows.tumble("t", "1 hour")
         sb.assert_that(
@@ -302,11 +302,11 @@ def test_assert_that_on_datetimes_and_a_custom_matcher() -> None:
     assert seen == [[{"t": at(10, 0)}]]
 
 
-def test_failing_custom_matcher_names_its_label() -> None:
+def test_failing_custom_matcher_names_its_label(runner: Any) -> None:
     def never(rows: list[dict[str, Any]]) -> None:
         raise AssertionError("no")
 
-    p = sb.Pipeline()
+    p = sb.Pipeline(runner=runner)
     rows = p | sb.Create([{"n": 1}])
     sb.assert_that(rows, never, label="my check")
     with pytest.raises(AssertionError, match="my check"):

@@ -10,8 +10,10 @@ import pytest
 import sparkbeam as sb
 
 
-def collect(rows: list[dict[str, Any]], schema: Any = None) -> list[dict[str, Any]]:
-    p = sb.Pipeline()
+def collect(
+    rows: list[dict[str, Any]], schema: Any = None, runner: Any = None
+) -> list[dict[str, Any]]:
+    p = sb.Pipeline(runner=runner)
     out = p | sb.Create(rows, schema=schema)
     return p.run().collect(out)
 
@@ -36,14 +38,14 @@ def test_inferred_types_round_trip() -> None:
     assert [type(v) for v in out[0].values()] == [datetime, int, float, str, bool, bytes, list]
 
 
-def test_integers_and_floats_make_a_float_column() -> None:
-    out = collect([{"v": 1}, {"v": 2.5}, {"v": None}])
+def test_integers_and_floats_make_a_float_column(runner: Any) -> None:
+    out = collect([{"v": 1}, {"v": 2.5}, {"v": None}], runner=runner)
     assert out == [{"v": 1.0}, {"v": 2.5}, {"v": None}]
     assert type(out[0]["v"]) is float
 
 
-def test_sum_over_a_mixed_column_is_a_float() -> None:
-    p = sb.Pipeline()
+def test_sum_over_a_mixed_column_is_a_float(runner: Any) -> None:
+    p = sb.Pipeline(runner=runner)
     total = (
         p
         | sb.Create([{"k": "a", "v": 1}, {"k": "a", "v": 2.5}])
@@ -52,8 +54,8 @@ def test_sum_over_a_mixed_column_is_a_float() -> None:
     assert p.run().collect(total) == [{"k": "a", "total": 3.5}]
 
 
-def test_none_does_not_decide_a_columns_type() -> None:
-    out = collect([{"v": None}, {"v": 4}])
+def test_none_does_not_decide_a_columns_type(runner: Any) -> None:
+    out = collect([{"v": None}, {"v": 4}], runner=runner)
     assert out == [{"v": None}, {"v": 4}]
     assert type(out[1]["v"]) is int
 
@@ -108,27 +110,27 @@ def test_no_rows_and_no_schema_is_refused() -> None:
 # --- explicit schemas ------------------------------------------------------------------
 
 
-def test_explicit_schema_types_a_column_of_only_none() -> None:
-    assert collect([{"v": None}], schema={"v": int}) == [{"v": None}]
+def test_explicit_schema_types_a_column_of_only_none(runner: Any) -> None:
+    assert collect([{"v": None}], schema={"v": int}, runner=runner) == [{"v": None}]
 
 
-def test_explicit_schema_with_no_rows() -> None:
-    assert collect([], schema={"v": int}) == []
+def test_explicit_schema_with_no_rows(runner: Any) -> None:
+    assert collect([], schema={"v": int}, runner=runner) == []
 
 
-def test_explicit_float_schema_takes_integers() -> None:
-    out = collect([{"v": 1}], schema={"v": float})
+def test_explicit_float_schema_takes_integers(runner: Any) -> None:
+    out = collect([{"v": 1}], schema={"v": float}, runner=runner)
     assert out == [{"v": 1.0}]
     assert type(out[0]["v"]) is float
 
 
-def test_explicit_schema_by_type_names_and_as_pairs() -> None:
+def test_explicit_schema_by_type_names_and_as_pairs(runner: Any) -> None:
     row = {"t": datetime(2026, 4, 1), "n": 1, "x": 1.5, "s": "a"}
     by_names = {"t": "timestamp", "n": "long", "x": "double", "s": "string"}
     pairs = [("t", datetime), ("n", int), ("x", float), ("s", str)]
-    assert collect([row], schema=by_names) == [row]
-    assert collect([row], schema=pairs) == [row]
-    assert collect([row], schema=sb.Schema.of(pairs)) == [row]
+    assert collect([row], schema=by_names, runner=runner) == [row]
+    assert collect([row], schema=pairs, runner=runner) == [row]
+    assert collect([row], schema=sb.Schema.of(pairs), runner=runner) == [row]
 
 
 def test_explicit_schema_decides_the_time_column() -> None:

@@ -50,8 +50,10 @@ ROWS = [
 ]
 
 
-def combine(rows: list[dict[str, Any]], keys: Any = "k", **aggregates: Any) -> list[dict[str, Any]]:
-    p = sb.Pipeline()
+def combine(
+    rows: list[dict[str, Any]], keys: Any = "k", runner: Any = None, **aggregates: Any
+) -> list[dict[str, Any]]:
+    p = sb.Pipeline(runner=runner)
     out = p | sb.Create(rows) | sb.CombinePerKey(keys, **aggregates)
     return p.run().collect(out)
 
@@ -59,8 +61,8 @@ def combine(rows: list[dict[str, Any]], keys: Any = "k", **aggregates: Any) -> l
 # --- the built-in aggregates -----------------------------------------------------------
 
 
-def test_count_rows_and_count_non_none_values() -> None:
-    out = keyed(combine(ROWS, count=sb.Count(), xs=sb.Count("x"), ts=sb.Count("t")))
+def test_count_rows_and_count_non_none_values(runner: Any) -> None:
+    out = keyed(combine(ROWS, runner=runner, count=sb.Count(), xs=sb.Count("x"), ts=sb.Count("t")))
     assert out == {
         "a": {"k": "a", "count": 2, "xs": 1, "ts": 2},
         "b": {"k": "b", "count": 1, "xs": 1, "ts": 1},
@@ -68,8 +70,8 @@ def test_count_rows_and_count_non_none_values() -> None:
     }
 
 
-def test_sum_of_integers_is_an_integer() -> None:
-    out = keyed(combine(ROWS, total=sb.Sum("n")))
+def test_sum_of_integers_is_an_integer(runner: Any) -> None:
+    out = keyed(combine(ROWS, runner=runner, total=sb.Sum("n")))
     assert out == {
         "a": {"k": "a", "total": 3},
         "b": {"k": "b", "total": 10},
@@ -78,8 +80,8 @@ def test_sum_of_integers_is_an_integer() -> None:
     assert type(out["a"]["total"]) is int
 
 
-def test_sum_of_floats_is_a_float() -> None:
-    out = keyed(combine(ROWS, total=sb.Sum("x")))
+def test_sum_of_floats_is_a_float(runner: Any) -> None:
+    out = keyed(combine(ROWS, runner=runner, total=sb.Sum("x")))
     assert out == {
         "a": {"k": "a", "total": 1.5},
         "b": {"k": "b", "total": 2.0},
@@ -88,16 +90,16 @@ def test_sum_of_floats_is_a_float() -> None:
     assert type(out["b"]["total"]) is float
 
 
-def test_sum_of_a_column_mixing_ints_and_floats_is_a_float() -> None:
+def test_sum_of_a_column_mixing_ints_and_floats_is_a_float(runner: Any) -> None:
     rows = [{"k": "a", "v": 1}, {"k": "a", "v": 2}, {"k": "b", "v": 0.5}]
-    out = keyed(combine(rows, total=sb.Sum("v")))
+    out = keyed(combine(rows, runner=runner, total=sb.Sum("v")))
     assert out == {"a": {"k": "a", "total": 3.0}, "b": {"k": "b", "total": 0.5}}
     assert type(out["a"]["total"]) is float
 
 
-def test_mean_is_a_float_and_none_without_values() -> None:
+def test_mean_is_a_float_and_none_without_values(runner: Any) -> None:
     rows = [*ROWS, {"k": "b", "n": 20, "x": 4.0, "t": at(9, 1), "s": "kiwi"}]
-    out = keyed(combine(rows, mean_n=sb.Mean("n"), mean_x=sb.Mean("x")))
+    out = keyed(combine(rows, runner=runner, mean_n=sb.Mean("n"), mean_x=sb.Mean("x")))
     assert out == {
         "a": {"k": "a", "mean_n": 1.5, "mean_x": 1.5},
         "b": {"k": "b", "mean_n": 15.0, "mean_x": 3.0},
@@ -106,8 +108,8 @@ def test_mean_is_a_float_and_none_without_values() -> None:
     assert type(out["b"]["mean_n"]) is float  # the mean of 10 and 20, an integer column
 
 
-def test_min_and_max_of_datetimes_are_datetimes() -> None:
-    out = keyed(combine(ROWS, first=sb.Min("t"), last=sb.Max("t")))
+def test_min_and_max_of_datetimes_are_datetimes(runner: Any) -> None:
+    out = keyed(combine(ROWS, runner=runner, first=sb.Min("t"), last=sb.Max("t")))
     assert out == {
         "a": {"k": "a", "first": at(10, 0), "last": at(10, 5)},
         "b": {"k": "b", "first": at(9, 0), "last": at(9, 0)},
@@ -117,21 +119,25 @@ def test_min_and_max_of_datetimes_are_datetimes() -> None:
     assert type(out["a"]["last"]) is datetime
 
 
-def test_min_and_max_of_numbers_and_strings() -> None:
-    out = keyed(combine(ROWS, lo=sb.Min("n"), hi=sb.Max("n"), first=sb.Min("s"), last=sb.Max("s")))
+def test_min_and_max_of_numbers_and_strings(runner: Any) -> None:
+    out = keyed(
+        combine(
+            ROWS, runner=runner, lo=sb.Min("n"), hi=sb.Max("n"), first=sb.Min("s"), last=sb.Max("s")
+        )
+    )
     assert out["a"] == {"k": "a", "lo": 1, "hi": 2, "first": "apple", "last": "pear"}
     assert out["b"] == {"k": "b", "lo": 10, "hi": 10, "first": "fig", "last": "fig"}
     assert out["c"] == {"k": "c", "lo": None, "hi": None, "first": None, "last": None}
 
 
-def test_several_keys() -> None:
+def test_several_keys(runner: Any) -> None:
     rows = [
         {"k": "a", "j": 1, "n": 1},
         {"k": "a", "j": 1, "n": 2},
         {"k": "a", "j": 2, "n": 4},
         {"k": "b", "j": 1, "n": 8},
     ]
-    out = combine(rows, ["k", "j"], total=sb.Sum("n"))
+    out = combine(rows, ["k", "j"], runner=runner, total=sb.Sum("n"))
     assert sorted((r["k"], r["j"], r["total"]) for r in out) == [
         ("a", 1, 3),
         ("a", 2, 4),
@@ -140,9 +146,9 @@ def test_several_keys() -> None:
     assert all(set(r) == {"k", "j", "total"} for r in out)
 
 
-def test_none_is_a_group_of_its_own() -> None:
+def test_none_is_a_group_of_its_own(runner: Any) -> None:
     rows = [{"k": None, "n": 1}, {"k": None, "n": 2}, {"k": "a", "n": 4}]
-    out = combine(rows, total=sb.Sum("n"))
+    out = combine(rows, runner=runner, total=sb.Sum("n"))
     assert sorted(out, key=lambda r: str(r["k"])) == [
         {"k": None, "total": 3},
         {"k": "a", "total": 4},
@@ -277,8 +283,8 @@ def test_bounded_input_without_watermark_is_emitted_at_end_of_input() -> None:
     assert result.watermarks(out) == []
 
 
-def test_empty_input_gives_no_rows() -> None:
-    p = sb.Pipeline()
+def test_empty_input_gives_no_rows(runner: Any) -> None:
+    p = sb.Pipeline(runner=runner)
     out = p | sb.Create([], schema={"k": str, "n": int}) | sb.CombinePerKey("k", n=sb.Count())
     result = p.run()
     assert result.collect(out) == []
@@ -405,8 +411,8 @@ def test_bounded_input_with_a_watermark_releases_groups_before_the_end() -> None
     ]
 
 
-def test_fluent_combine_per_key_matches_the_transform() -> None:
-    p = sb.Pipeline()
+def test_fluent_combine_per_key_matches_the_transform(runner: Any) -> None:
+    p = sb.Pipeline(runner=runner)
     source = p | sb.Create(ROWS)
     piped = source | sb.CombinePerKey(["k"], n=sb.Count(), total=sb.Sum("n"))
     fluent = source.combine_per_key(["k"], n=sb.Count(), total=sb.Sum("n"))

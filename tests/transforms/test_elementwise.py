@@ -168,8 +168,8 @@ def test_select_on_integer_time_columns() -> None:
     }
 
 
-def test_select_truncates_before_1970_and_negative_integers_down() -> None:
-    p = sb.Pipeline()
+def test_select_truncates_before_1970_and_negative_integers_down(runner: Any) -> None:
+    p = sb.Pipeline(runner=runner)
     source = p | sb.Create([{"t": datetime(1969, 12, 31, 23, 30), "n": -7}, {"t": None, "n": None}])
     out = source | sb.Select(hour=sb.col("t").truncate("1 hour"), tens=sb.col("n").truncate(10))
     later = source | sb.Select(t2=sb.col("t") + "1 hour")

@@ -212,8 +212,8 @@ def test_window_join_state_stays_bounded_on_a_long_stream() -> None:
     assert result.state_size(joined) == 0
 
 
-def test_suffix_for_clashing_right_columns() -> None:
-    with sb.Pipeline() as p:
+def test_suffix_for_clashing_right_columns(runner: Any) -> None:
+    with sb.Pipeline(runner=runner) as p:
         left = p | "left" >> sb.Create([{"k": 1, "v": 10, "x": "l"}])
         right = p | "right" >> sb.Create([{"k": 1, "v": 20, "y": "r"}])
         joined = left.join(right, on="k", suffix="_r")
@@ -409,8 +409,8 @@ def test_interval_join_does_not_hold_a_click_whose_purchase_window_has_passed(ho
     assert result.collect_by_epoch(joined) == [[], [unmatched] if how == "left" else [], []]
 
 
-def test_interval_join_with_bounded_inputs_needs_no_watermark() -> None:
-    with sb.Pipeline() as p:
+def test_interval_join_with_bounded_inputs_needs_no_watermark(runner: Any) -> None:
+    with sb.Pipeline(runner=runner) as p:
         left = p | "left" >> sb.Create([{"k": 1, "lt": 10}, {"k": 1, "lt": 20}])
         right = p | "right" >> sb.Create([{"k": 1, "rt": 12}, {"k": 2, "rt": 12}])
         joined = left.join(right, on="k", how="full", times=("lt", "rt"), within=(-5, 5))

@@ -41,9 +41,9 @@ def marks(result: Any, pcoll: sb.PCollection, column: str) -> list[Any]:
     return [w.value for w in result.watermarks(pcoll) if w.column == column]
 
 
-def test_bounded_sessions_per_key() -> None:
+def test_bounded_sessions_per_key(runner: Any) -> None:
     rows = [row("a", 0), row("a", 3), row("a", 20), row("b", 2), row("a", 7), row("b", 30)]
-    with sb.Pipeline() as p:
+    with sb.Pipeline(runner=runner) as p:
         sessions = p | sb.Create(rows) | sb.Session("t", 5, keys="user")
     out = p.result.collect(sessions)
     assert Counter((r["user"], r["t"], r["window_start"], r["window_end"]) for r in out) == Counter(
@@ -59,30 +59,30 @@ def test_bounded_sessions_per_key() -> None:
     assert sessions.schema.names == ("user", "t", "id", "window_start", "window_end")
 
 
-def test_rows_exactly_gap_apart_are_one_session() -> None:
+def test_rows_exactly_gap_apart_are_one_session(runner: Any) -> None:
     rows = [row("a", 0), row("a", 5), row("a", 11)]
-    with sb.Pipeline() as p:
+    with sb.Pipeline(runner=runner) as p:
         sessions = p | sb.Create(rows) | sb.Session("t", 5, keys=["user"])
     out = {(r["t"], r["window_start"], r["window_end"]) for r in p.result.collect(sessions)}
     assert out == {(0, 0, 10), (5, 0, 10), (11, 11, 16)}
 
 
-def test_without_keys_all_rows_share_sessions() -> None:
+def test_without_keys_all_rows_share_sessions(runner: Any) -> None:
     rows = [row("a", 0), row("b", 4), row("c", 30)]
-    with sb.Pipeline() as p:
+    with sb.Pipeline(runner=runner) as p:
         sessions = p | sb.Create(rows) | sb.Session("t", 5)
     out = {(r["user"], r["window_start"], r["window_end"]) for r in p.result.collect(sessions)}
     assert out == {("a", 0, 9), ("b", 0, 9), ("c", 30, 35)}
 
 
-def test_datetime_sessions_with_interval_gap() -> None:
+def test_datetime_sessions_with_interval_gap(runner: Any) -> None:
     t0 = datetime(2026, 4, 1, 10, 0)
     rows = [
         {"user": "u", "t": t0},
         {"user": "u", "t": t0 + timedelta(minutes=9)},
         {"user": "u", "t": t0 + timedelta(minutes=30)},
     ]
-    with sb.Pipeline() as p:
+    with sb.Pipeline(runner=runner) as p:
         sessions = p | sb.Create(rows) | sb.Session("t", "10 minutes", keys="user")
     out = sorted((r["window_start"], r["window_end"]) for r in p.result.collect(sessions))
     assert out == [

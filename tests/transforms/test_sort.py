@@ -156,9 +156,9 @@ def test_forwards_only_the_sort_column_watermark_after_the_rows() -> None:
     assert [r["t"] for r in result.collect(sorted_rows)] == [3, 12, 25]
 
 
-def test_fluent_and_transform_forms_agree() -> None:
+def test_fluent_and_transform_forms_agree(runner: Any) -> None:
     rows = [{"t": t} for t in (4, 2, 8, 6)]
-    with sb.Pipeline() as p:
+    with sb.Pipeline(runner=runner) as p:
         a = p | "a" >> sb.Create(rows)
         fluent = a.sort("t")
         applied = a | sb.Sort("t")

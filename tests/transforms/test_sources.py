@@ -29,8 +29,8 @@ def test_create_is_one_epoch() -> None:
     assert result.watermarks(rows) == []
 
 
-def test_create_takes_any_iterable_of_dicts() -> None:
-    p = sb.Pipeline()
+def test_create_takes_any_iterable_of_dicts(runner: Any) -> None:
+    p = sb.Pipeline(runner=runner)
     rows = p | sb.Create(dict(row) for row in ROWS)
     assert p.run().collect(rows) == ROWS
 

@@ -46,8 +46,8 @@ def test_rows_of_every_input_pass_at_once() -> None:
     assert merged.watermarked_columns == frozenset()
 
 
-def test_transform_and_fluent_forms_agree() -> None:
-    with sb.Pipeline() as p:
+def test_transform_and_fluent_forms_agree(runner: Any) -> None:
+    with sb.Pipeline(runner=runner) as p:
         a = p | "a" >> sb.Create([{"t": 1}, {"t": 2}])
         b = p | "b" >> sb.Create([{"t": 2}])
         c = p | "c" >> sb.Create([{"t": 3}])

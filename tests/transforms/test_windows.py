@@ -40,8 +40,10 @@ def windows(rows: list[dict[str, Any]], column: str = "t") -> list[tuple[Any, An
     return sorted((row[column], row["window_start"], row["window_end"]) for row in rows)
 
 
-def run_window(rows: list[dict[str, Any]], transform: sb.PTransform) -> list[tuple[Any, Any, Any]]:
-    p = sb.Pipeline()
+def run_window(
+    rows: list[dict[str, Any]], transform: sb.PTransform, runner: Any = None
+) -> list[tuple[Any, Any, Any]]:
+    p = sb.Pipeline(runner=runner)
     out = p | sb.Create(rows) | transform
     return windows(p.run().collect(out))
 
@@ -218,46 +220,46 @@ def test_hop_passes_other_watermarks_through() -> None:
 # --- assignment ------------------------------------------------------------------------
 
 
-def test_tumble_windows_are_half_open() -> None:
+def test_tumble_windows_are_half_open(runner: Any) -> None:
     rows = [{"t": at(10, 29, 59, 999_999)}, {"t": at(10, 30)}, {"t": at(11, 0)}]
-    assert run_window(rows, sb.Tumble("t", "30 minutes")) == [
+    assert run_window(rows, sb.Tumble("t", "30 minutes"), runner) == [
         (at(10, 29, 59, 999_999), at(10, 0), at(10, 30)),
         (at(10, 30), at(10, 30), at(11, 0)),
         (at(11, 0), at(11, 0), at(11, 30)),
     ]
 
 
-def test_tumble_keeps_the_other_columns() -> None:
-    p = sb.Pipeline()
+def test_tumble_keeps_the_other_columns(runner: Any) -> None:
+    p = sb.Pipeline(runner=runner)
     out = p | sb.Create([{"id": "o1", "t": at(10, 1), "x": 2.5}]) | sb.Tumble("t", "1 minute")
     assert p.run().collect(out) == [
         {"id": "o1", "t": at(10, 1), "x": 2.5, "window_start": at(10, 1), "window_end": at(10, 2)}
     ]
 
 
-def test_tumble_with_offset() -> None:
+def test_tumble_with_offset(runner: Any) -> None:
     rows = [{"t": at(10, 10)}, {"t": at(10, 15)}, {"t": at(11, 14, 59)}]
-    assert run_window(rows, sb.Tumble("t", "1 hour", offset="15 minutes")) == [
+    assert run_window(rows, sb.Tumble("t", "1 hour", offset="15 minutes"), runner) == [
         (at(10, 10), at(9, 15), at(10, 15)),
         (at(10, 15), at(10, 15), at(11, 15)),
         (at(11, 14, 59), at(10, 15), at(11, 15)),
     ]
 
 
-def test_tumble_with_timedelta_size_and_offset() -> None:
+def test_tumble_with_timedelta_size_and_offset(runner: Any) -> None:
     rows = [{"t": at(10, 10)}]
     transform = sb.Tumble("t", timedelta(hours=1), offset=timedelta(minutes=15))
-    assert run_window(rows, transform) == [(at(10, 10), at(9, 15), at(10, 15))]
+    assert run_window(rows, transform, runner) == [(at(10, 10), at(9, 15), at(10, 15))]
 
 
-def test_compound_and_fractional_duration_strings() -> None:
+def test_compound_and_fractional_duration_strings(runner: Any) -> None:
     rows = [{"t": datetime(1970, 1, 1, 2, 0, 2)}]
     # 1 h 30 min windows from the epoch: [01:30, 03:00).
-    assert run_window(rows, sb.Tumble("t", "1 hour 30 minutes")) == [
+    assert run_window(rows, sb.Tumble("t", "1 hour 30 minutes"), runner) == [
         (datetime(1970, 1, 1, 2, 0, 2), datetime(1970, 1, 1, 1, 30), datetime(1970, 1, 1, 3, 0))
     ]
     # 1.5 s windows from the epoch: 02:00:02 is in [02:00:01.5, 02:00:03).
-    assert run_window(rows, sb.Tumble("t", "1.5 seconds")) == [
+    assert run_window(rows, sb.Tumble("t", "1.5 seconds"), runner) == [
         (
             datetime(1970, 1, 1, 2, 0, 2),
             datetime(1970, 1, 1, 2, 0, 1, 500_000),
@@ -266,10 +268,10 @@ def test_compound_and_fractional_duration_strings() -> None:
     ]
 
 
-def test_tumble_with_negative_offset_on_integers() -> None:
+def test_tumble_with_negative_offset_on_integers(runner: Any) -> None:
     # size 60, offset -5: windows ..., [-65, -5), [-5, 55), [55, 115), ...
     rows = [{"t": 10}, {"t": 55}, {"t": -6}, {"t": -5}]
-    assert run_window(rows, sb.Tumble("t", 60, offset=-5)) == [
+    assert run_window(rows, sb.Tumble("t", 60, offset=-5), runner) == [
         (-6, -65, -5),
         (-5, -5, 55),
         (10, -5, 55),
@@ -277,13 +279,13 @@ def test_tumble_with_negative_offset_on_integers() -> None:
     ]
 
 
-def test_tumble_before_1970() -> None:
+def test_tumble_before_1970(runner: Any) -> None:
     rows = [
         {"t": datetime(1969, 12, 31, 23, 59, 30)},
         {"t": datetime(1969, 12, 31, 23, 59, 59, 999_999)},
         {"t": datetime(1969, 7, 20, 20, 17, 40)},
     ]
-    assert run_window(rows, sb.Tumble("t", "1 minute")) == [
+    assert run_window(rows, sb.Tumble("t", "1 minute"), runner) == [
         (
             datetime(1969, 7, 20, 20, 17, 40),
             datetime(1969, 7, 20, 20, 17),
@@ -296,22 +298,22 @@ def test_tumble_before_1970() -> None:
             datetime(1970, 1, 1),
         ),
     ]
-    assert run_window(rows[2:], sb.Tumble("t", "1 day")) == [
+    assert run_window(rows[2:], sb.Tumble("t", "1 day"), runner) == [
         (datetime(1969, 7, 20, 20, 17, 40), datetime(1969, 7, 20), datetime(1969, 7, 21))
     ]
 
 
-def test_tumble_on_negative_integers() -> None:
+def test_tumble_on_negative_integers(runner: Any) -> None:
     rows = [{"t": -1}, {"t": -10}, {"t": -11}, {"t": 0}, {"t": 9}]
-    out = run_window(rows, sb.Tumble("t", 10))
+    out = run_window(rows, sb.Tumble("t", 10), runner)
     assert out == [(-11, -20, -10), (-10, -10, 0), (-1, -10, 0), (0, 0, 10), (9, 0, 10)]
     assert all(type(v) is int for row in out for v in row)
 
 
-def test_hop_with_slide_smaller_than_size_gives_several_rows_per_row() -> None:
+def test_hop_with_slide_smaller_than_size_gives_several_rows_per_row(runner: Any) -> None:
     # size 10, slide 5: each time is in two windows.
     rows = [{"t": 12}, {"t": 10}, {"t": -3}]
-    assert run_window(rows, sb.Hop("t", 10, 5)) == [
+    assert run_window(rows, sb.Hop("t", 10, 5), runner) == [
         (-3, -10, 0),
         (-3, -5, 5),
         (10, 5, 15),
@@ -321,18 +323,18 @@ def test_hop_with_slide_smaller_than_size_gives_several_rows_per_row() -> None:
     ]
 
 
-def test_hop_with_size_not_a_multiple_of_slide() -> None:
+def test_hop_with_size_not_a_multiple_of_slide(runner: Any) -> None:
     # size 10, slide 4: 12 is in [4, 14), [8, 18), [12, 22).
-    assert run_window([{"t": 12}], sb.Hop("t", 10, 4)) == [
+    assert run_window([{"t": 12}], sb.Hop("t", 10, 4), runner) == [
         (12, 4, 14),
         (12, 8, 18),
         (12, 12, 22),
     ]
 
 
-def test_hop_on_datetimes() -> None:
+def test_hop_on_datetimes(runner: Any) -> None:
     rows = [{"t": at(10, 40)}, {"t": at(10, 29, 59, 999_999)}]
-    assert run_window(rows, sb.Hop("t", "1 hour", "30 minutes")) == [
+    assert run_window(rows, sb.Hop("t", "1 hour", "30 minutes"), runner) == [
         (at(10, 29, 59, 999_999), at(9, 30), at(10, 30)),
         (at(10, 29, 59, 999_999), at(10, 0), at(11, 0)),
         (at(10, 40), at(10, 0), at(11, 0)),
@@ -340,9 +342,9 @@ def test_hop_on_datetimes() -> None:
     ]
 
 
-def test_hop_before_1970() -> None:
+def test_hop_before_1970(runner: Any) -> None:
     rows = [{"t": datetime(1969, 12, 31, 23, 50)}]
-    assert run_window(rows, sb.Hop("t", "20 minutes", "10 minutes")) == [
+    assert run_window(rows, sb.Hop("t", "20 minutes", "10 minutes"), runner) == [
         (datetime(1969, 12, 31, 23, 50), datetime(1969, 12, 31, 23, 40), datetime(1970, 1, 1)),
         (
             datetime(1969, 12, 31, 23, 50),
@@ -352,9 +354,9 @@ def test_hop_before_1970() -> None:
     ]
 
 
-def test_hop_with_offset() -> None:
+def test_hop_with_offset(runner: Any) -> None:
     # size 10, slide 5, offset 2: starts ..., 2, 7, 12, ...
-    assert run_window([{"t": 12}, {"t": 6}], sb.Hop("t", 10, 5, offset=2)) == [
+    assert run_window([{"t": 12}, {"t": 6}], sb.Hop("t", 10, 5, offset=2), runner) == [
         (6, -3, 7),
         (6, 2, 12),
         (12, 7, 17),
@@ -362,29 +364,35 @@ def test_hop_with_offset() -> None:
     ]
 
 
-def test_hop_with_slide_larger_than_size_drops_rows_in_gaps() -> None:
+def test_hop_with_slide_larger_than_size_drops_rows_in_gaps(runner: Any) -> None:
     # size 10, slide 30: windows [-30,-20), [0,10), [30,40), ...
     rows = [{"t": 5}, {"t": 10}, {"t": 15}, {"t": 29}, {"t": 30}, {"t": -25}, {"t": -5}]
-    assert run_window(rows, sb.Hop("t", 10, 30)) == [(-25, -30, -20), (5, 0, 10), (30, 30, 40)]
+    assert run_window(rows, sb.Hop("t", 10, 30), runner) == [
+        (-25, -30, -20),
+        (5, 0, 10),
+        (30, 30, 40),
+    ]
 
 
-def test_hop_with_gaps_and_offset() -> None:
+def test_hop_with_gaps_and_offset(runner: Any) -> None:
     # size 10, slide 30, offset 5: windows [5, 15), [35, 45), ...
     rows = [{"t": 4}, {"t": 5}, {"t": 14}, {"t": 15}, {"t": 40}]
-    assert run_window(rows, sb.Hop("t", 10, 30, offset=5)) == [
+    assert run_window(rows, sb.Hop("t", 10, 30, offset=5), runner) == [
         (5, 5, 15),
         (14, 5, 15),
         (40, 35, 45),
     ]
 
 
-def test_hop_where_slide_equals_size_is_a_tumble() -> None:
+def test_hop_where_slide_equals_size_is_a_tumble(runner: Any) -> None:
     rows = [{"t": t} for t in (-7, 0, 3, 10, 19)]
-    assert run_window(rows, sb.Hop("t", 10, 10)) == run_window(rows, sb.Tumble("t", 10))
+    assert run_window(rows, sb.Hop("t", 10, 10), runner) == run_window(
+        rows, sb.Tumble("t", 10), runner
+    )
 
 
-def test_window_columns_have_the_time_columns_type() -> None:
-    p = sb.Pipeline()
+def test_window_columns_have_the_time_columns_type(runner: Any) -> None:
+    p = sb.Pipeline(runner=runner)
     source = p | sb.Create([{"t": at(10, 1), "n": 7}])
     by_time = source | sb.Tumble("t", "1 minute")
     by_number = source | sb.Hop("n", 4, 2)

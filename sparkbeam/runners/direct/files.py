@@ -16,7 +16,7 @@ from sparkbeam.graph import EdgeInfo, Node
 from sparkbeam.runners.direct.operator import Chunk, Message, Operator, Owner, SourceOperator
 from sparkbeam.schema import Columns, Row, Schema, columns_to_rows, rows_to_columns, type_name
 from sparkbeam.time import from_micros, to_micros
-from sparkbeam.transforms.files import ReadFiles, WriteFiles, data_files
+from sparkbeam.transforms.files import ReadFiles, WriteFiles, data_files, parquet_schema
 
 ROWS_PER_CHUNK = 8192
 
@@ -96,6 +96,14 @@ def read_parquet(path: str, schema: Schema, label: str) -> Iterator[Columns]:
 
     from sparkbeam.arrow import from_arrow
 
+    found = parquet_schema(path, label)
+    for name, kind in schema.fields:
+        if name not in found or found.type_of(name) is not kind:
+            has = type_name(found.type_of(name)) if name in found else "no such column"
+            raise DataError(
+                f"{label}: schema says column {name!r} is {type_name(kind)}, but {path!r} has "
+                f"{has} (a file added after the pipeline was built?); fix the files or schema="
+            )
     table = pq.read_table(path, columns=list(schema.names))
     for batch in table.to_batches(ROWS_PER_CHUNK):
         yield from_arrow(batch, schema)

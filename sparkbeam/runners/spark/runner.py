@@ -9,7 +9,7 @@ import re
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -20,7 +20,7 @@ from sparkbeam.runners.spark.python_functions import DATA_ERROR_MARK
 from sparkbeam.runners.spark.streaming import StreamingRun, StreamingTranslation
 from sparkbeam.runners.spark.translate import Translation, file_options
 from sparkbeam.schema import Row, columns_to_rows
-from sparkbeam.transforms.files import WriteFiles
+from sparkbeam.transforms.files import ReadFiles, WriteFiles
 from sparkbeam.transforms.watermark import WithWatermark
 
 if TYPE_CHECKING:
@@ -89,21 +89,62 @@ class SparkRunner:
         return SparkResult(pipeline, translation)
 
 
-_DATA_ERROR = re.compile(re.escape(DATA_ERROR_MARK) + r"(.*)")
+_DATA_ERROR = re.compile(re.escape(DATA_ERROR_MARK) + r"(.*?)(?:\s*SQLSTATE: \w+)?\s*$", re.M)
+_ENGINE_LINE = re.compile(r"\[[\w.]+\]\s*(.*?)\s*(?:SQLSTATE: \w+)?\s*$")
+_ENGINE_ERRORS: list[tuple[tuple[str, ...], type[ValueError], str]] = [
+    (
+        ("PARQUET_COLUMN_DATA_TYPE_MISMATCH", "SCHEMA_COLUMN_CONVERT"),
+        DataError,
+        "ReadFiles: a parquet file's column type differs from the schema (a file added after "
+        "the pipeline was built?)",
+    ),
+    (
+        (
+            "MALFORMED_RECORD",
+            "FAILFAST",
+            "MALFORMED_CSV_RECORD",
+            "CANNOT_PARSE",
+            "FAILED_READ_FILE",
+        ),
+        DataError,
+        "ReadFiles: a file holds a value that does not match schema= (fix the file or the schema)",
+    ),
+    (
+        ("PATH_NOT_FOUND",),
+        PipelineError,
+        "ReadFiles: the path no longer exists; check it",
+    ),
+    (
+        ("ModuleNotFoundError",),
+        PipelineError,
+        "a function of the pipeline (Map, Filter, CombineFn) lives in a module Spark's "
+        "Python workers cannot import; define it in an installed module, or register its "
+        "module with cloudpickle.register_pickle_by_value",
+    ),
+]
 
 
 @contextlib.contextmanager
-def spark_errors() -> Iterator[None]:
-    """Turn a `DataError` raised in a Spark Python worker back into a `DataError`."""
+def spark_errors(labels: Sequence[str] = ()) -> Iterator[None]:
+    """Errors of a Spark job as sparkbeam's: a `DataError` raised in a Python worker, and
+    the engine's errors about files and functions, named by `labels` (the sources)."""
     try:
         yield
     except DataError:
         raise
     except Exception as exc:
-        match = _DATA_ERROR.search(str(exc))
-        if match is None:
-            raise
-        raise DataError(match.group(1).strip()) from None
+        text = str(exc)
+        match = _DATA_ERROR.search(text)
+        if match is not None:
+            raise DataError(match.group(1).strip()) from None
+        for marks, kind, advice in _ENGINE_ERRORS:
+            lines = [line.strip() for line in text.splitlines() if any(m in line for m in marks)]
+            if lines:
+                where = f"{', '.join(labels)}: " if labels else ""
+                said = _ENGINE_LINE.search(lines[0])
+                detail = said.group(1) if said else lines[0]
+                raise kind(f"{where}{advice}. Spark: {detail[:600]}") from None
+        raise
 
 
 class SparkStreamingResult:
@@ -173,9 +214,12 @@ class SparkResult:
     def collect(self, pcoll: PCollection) -> list[Row]:
         """Every row of `pcoll`, as the same Python values the direct runner gives."""
         schema = pcoll.schema
-        with spark_errors():
+        with spark_errors(self._sources()):
             table = self.to_dataframe(pcoll).toArrow()
         return columns_to_rows(from_arrow(table, schema), schema)
+
+    def _sources(self) -> list[str]:
+        return [n.label for n in self.pipeline.nodes if isinstance(n.transform, ReadFiles)]
 
     def explain(self, pcoll: PCollection, mode: str = "formatted") -> str:
         """Spark's plan for `pcoll`."""

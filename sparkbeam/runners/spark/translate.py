@@ -15,6 +15,7 @@ emitted, never which (SPEC Prop 1.1), so a batch plan needs none of them.
 
 from __future__ import annotations
 
+import csv
 import datetime as _dt
 import functools
 from collections.abc import Callable, Sequence
@@ -24,10 +25,11 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from sparkbeam.arrow import to_arrow
-from sparkbeam.errors import PipelineError
+from sparkbeam.errors import DataError, PipelineError
 from sparkbeam.graph import Node
 from sparkbeam.runners.spark.arrow import require_spark_types, spark_schema
 from sparkbeam.runners.spark.python_functions import (
+    DATA_ERROR_MARK,
     combine_groups,
     filter_batches,
     map_batches,
@@ -35,7 +37,7 @@ from sparkbeam.runners.spark.python_functions import (
 from sparkbeam.schema import Schema, rows_to_columns
 from sparkbeam.transforms.combine import AggregateFn, CombinePerKey, Count, Max, Mean, Min, Sum
 from sparkbeam.transforms.elementwise import Filter, Map, Select
-from sparkbeam.transforms.files import ReadFiles, WriteFiles
+from sparkbeam.transforms.files import ReadFiles, WriteFiles, data_files
 from sparkbeam.transforms.join import Join
 from sparkbeam.transforms.sort import Sort
 from sparkbeam.transforms.sources import Create
@@ -119,6 +121,8 @@ def file_options(format: str, *, write: bool) -> dict[str, str]:
             options["timestampFormat"] = TIMESTAMP_TEXT
     if format == "csv":
         options.update(header="true", quote='"', escape='"')
+        if not write:
+            options["multiLine"] = "true"
     if write:
         options.pop("mode", None)
     return options
@@ -128,9 +132,41 @@ def file_options(format: str, *, write: bool) -> dict[str, str]:
 def read_files(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
     transform = node.transform
     assert isinstance(transform, ReadFiles)
+    schema = node.info.schema
+    files = data_files(transform.path, node.label)  # PipelineError if the path went away
+    file_schema = schema
+    if transform.format == "csv" and files:
+        # Spark matches CSV columns by position: read them in the header's order, by name.
+        with open(files[0], encoding="utf-8", newline="") as handle:
+            header = next(csv.reader(handle), [])
+        missing = [name for name in schema.names if name not in header]
+        if missing:
+            raise DataError(
+                f"{node.label}: {files[0]!r} has no column(s) {missing} in its header row "
+                f"{header}; fix schema= or the files"
+            )
+        file_schema = Schema(
+            tuple((name, schema.type_of(name) if name in schema else str) for name in header)
+        )
     reader = translation.spark.read.format(transform.format)
-    reader = reader.schema(spark_schema(node.info.schema, node.label))
-    return reader.options(**file_options(transform.format, write=False)).load(transform.path)
+    reader = reader.schema(spark_schema(file_schema, node.label))
+    frame = reader.options(**file_options(transform.format, write=False)).load(transform.path)
+    return frame.select(*schema.names)
+
+
+def _require_time(frame: DataFrame, column: str, label: str, schema: Schema) -> DataFrame:
+    """Fail the job with a `DataError` naming the row if `column` is None (as the direct runner)."""
+    row = F.to_json(F.struct(*[F.col(name) for name in schema.names]))
+    message = F.concat(
+        F.lit(
+            f"{DATA_ERROR_MARK}{label}: a row has no {column!r} (None), so it has no place in "
+            f"time; drop such rows first (.with_watermark({column!r}, ...) drops and counts "
+            "them, or use a Filter). The row: "
+        ),
+        row,
+    )
+    checked = F.when(F.col(column).isNull(), F.raise_error(message)).otherwise(F.col(column))
+    return frame.withColumn(column, checked)
 
 
 @translates(WriteFiles)
@@ -200,7 +236,8 @@ def tumble(translation: Translation, node: Node, inputs: Sequence[DataFrame]) ->
     spec = transform.spec(schema, node.label)
     t = units(F.col(transform.column), kind)
     start = t - F.pmod(t - _long(spec.offset), _long(spec.size))
-    return inputs[0].select(
+    frame = _require_time(inputs[0], transform.column, node.label, schema)
+    return frame.select(
         "*",
         from_units(start, kind).alias(WINDOW_START),
         from_units(start + _long(spec.size), kind).alias(WINDOW_END),
@@ -222,7 +259,8 @@ def hop(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> Da
         F.array().cast("array<bigint>")
     )
     start = F.explode(starts).alias("__sparkbeam_start")
-    exploded = inputs[0].select("*", start)
+    frame = _require_time(inputs[0], transform.column, node.label, schema)
+    exploded = frame.select("*", start)
     begin = F.col("__sparkbeam_start")
     return exploded.select(
         *[F.col(name) for name in schema.names],
@@ -272,7 +310,7 @@ def combine_per_key(translation: Translation, node: Node, inputs: Sequence[DataF
 def sort(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
     transform = node.transform
     assert isinstance(transform, Sort)
-    (frame,) = inputs
+    frame = _require_time(inputs[0], transform.column, node.label, node.info.schema)
     if not transform.keys:
         return frame.orderBy(transform.column)
     return frame.repartition(*transform.keys).sortWithinPartitions(transform.column)
@@ -291,7 +329,7 @@ def session(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -
     starts = F.when(
         F.lag(t).over(ordered).isNull() | (t - F.lag(t).over(ordered) > gap), 1
     ).otherwise(0)
-    numbered = inputs[0].select(
+    numbered = _require_time(inputs[0], transform.column, node.label, schema).select(
         "*",
         F.sum(starts)
         .over(ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow))
