@@ -32,14 +32,14 @@ barrier goes out on every output. `END` is aligned the same way (`on_end`).
 
 Schedules: one step delivers one message (a source's step emits its next
 chunk, barrier or `END`). `"fixed"` (default): the units in one order,
-shuffled with `seed` (the same order again after a fail-over); each step
-serves the first unit in that order with a message to take (its first open
-channel), and only when no unit has one does a source emit: the first in
-that order among those furthest behind (so the sources' units keep in step,
-epoch by epoch). `"random"`: each step picks, with
-a `random.Random(seed)`, one of the units (sources included) that can take
-a step, and one of its open channels: units, inputs and sources interleave
-at random, sources may run epochs ahead.
+shuffled with `seed` and the parallelism (the same order again after a
+fail-over); each step serves the first unit in that order with a message to
+take (its first open channel), and only when no unit has one does a source
+emit: the first in that order among those furthest behind (so the sources'
+units keep in step, epoch by epoch). `"random"`: each step picks, with a
+`random.Random(seed)`, one of the units (sources included) that can take a
+step, and one of its open channels: units, inputs and sources interleave at
+random, and sources may run epochs ahead.
 
 Checks (with `check_invariants`): invariant W on every unit's output and on
 every merger's output (so watermarks never decrease on any edge), the order

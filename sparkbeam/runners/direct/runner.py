@@ -88,7 +88,8 @@ class DirectRunner:
       replay from their saved offsets. Steps the run never reaches do
       nothing; `result.recoveries` lists the restores that happened.
     - `rescale={epoch: N}`: barrier `epoch` is a checkpoint, and once it is
-      complete the run continues from it with N units.
+      complete the run continues from it with N units (an epoch past the
+      last one never comes, so it changes nothing).
 
     With all of them at their defaults the single-unit executor runs (the
     fast path); otherwise the parallel one, even for `parallelism=1`.
