@@ -144,7 +144,59 @@ def merged_origins(p: sb.Pipeline) -> StreamOutputs:
     return {"windows": merged.combine_per_key(["src", "window_start"], n=sb.Count())}, [a, b]
 
 
+def joins(p: sb.Pipeline) -> StreamOutputs:
+    """Clicks and purchases, each with its own watermark: a window join and an interval join."""
+    noon = datetime(2026, 4, 1, 12, 0)
+
+    def t(minute: int) -> datetime:
+        return noon + timedelta(minutes=minute)
+
+    clicks = (
+        sb.TestStream()
+        .add_epoch(
+            [
+                {"user": "a", "ad": "x", "click_time": t(0)},
+                {"user": "b", "ad": "y", "click_time": t(1)},
+            ]
+        )
+        .add_epoch(
+            [
+                {"user": "a", "ad": "z", "click_time": t(12)},
+                {"user": "c", "ad": "w", "click_time": t(14)},
+            ]
+        )
+        .add_epoch([{"user": "d", "ad": "v", "click_time": t(30)}])
+        .add_epoch([])
+    )
+    buys = (
+        sb.TestStream()
+        .add_epoch([{"user": "a", "item": "i1", "buy_time": t(3)}])
+        .add_epoch(
+            [
+                {"user": "b", "item": "i2", "buy_time": t(13)},
+                {"user": "a", "item": "i3", "buy_time": t(15)},
+            ]
+        )
+        .add_epoch([{"user": "e", "item": "i4", "buy_time": t(31)}])
+    )
+    c = (p | "clicks" >> clicks).with_watermark("click_time", "1 minute")
+    b = (p | "buys" >> buys).with_watermark("buy_time", "1 minute")
+    cw = c.tumble("click_time", "10 minutes").select("user", "ad", "window_start")
+    bw = b.tumble("buy_time", "10 minutes").select("user", "item", "window_start")
+    return {
+        "window_full": cw.join(bw, on=["user", "window_start"], how="full"),
+        "interval_left": c.join(
+            b,
+            on="user",
+            how="left",
+            times=("click_time", "buy_time"),
+            within=("0 minutes", "10 minutes"),
+        ),
+    }, []
+
+
 STREAM_BUILDERS: dict[str, Any] = {
+    "joins": joins,
     "merged_origins": merged_origins,
     "sorted": sorted_stream,
     "windows": windows,

@@ -36,12 +36,14 @@ How the model maps onto Spark (see also ENGINE-FACTS and the issue notes):
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import os
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import attrs
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -63,14 +65,33 @@ from sparkbeam.runners.spark.translate import (
 from sparkbeam.schema import Columns, Schema, columns_to_rows, rows_to_columns
 from sparkbeam.transforms.combine import AggregateFn, CombinePerKey
 from sparkbeam.transforms.elementwise import Filter, Map, Select
+from sparkbeam.transforms.join import Join
 from sparkbeam.transforms.sort import Sort
 from sparkbeam.transforms.sources import Create, TestStreamSource
 from sparkbeam.transforms.union import Union
 from sparkbeam.transforms.watermark import WithWatermark
 from sparkbeam.transforms.windows import WINDOW_END, WINDOW_START, Hop, Tumble
 
-Judge = Callable[[Column], Column]
-"""A column's judge: a value of the column to the Spark timestamp Spark compares with `W`."""
+
+@attrs.frozen
+class Judge:
+    """A column's judge: `J(v) = spark_time(v + offset)`, which Spark compares with `W`.
+
+    Every rule of the model moves a watermark by a constant or floors it to an
+    aligned grid, so every judge is the event time's own judge (`offset = 1`)
+    moved by a constant: two columns with equal judges close at the same `W`.
+    """
+
+    kind: type
+    offset: int
+
+    def __call__(self, value: Column) -> Column:
+        return _as_spark_time(_plus(value, self.kind, self.offset), self.kind)
+
+    def moved(self, amount: int) -> Judge:
+        """The judge of `v` that this judge gives to `v + amount`."""
+        return Judge(self.kind, self.offset + amount)
+
 
 WATERMARK_DELAY_KEY = "spark.watermarkDelayMs"
 SENTINEL = "__sparkbeam_end"
@@ -349,8 +370,7 @@ def restamp(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -
 
 
 def own_judge(kind: type) -> Judge:
-    """`J(v) = v + 1`: `v < W` exactly when `v + 1 <= W` (integers, microseconds or units)."""
-    return lambda value: _as_spark_time(_plus(value, kind, 1), kind)
+    return Judge(kind, 1)
 
 
 def stateful(frame: DataFrame, judges: Sequence[Column], delay_ms: int = 0) -> DataFrame:
@@ -376,19 +396,18 @@ def derive_judges(run: StreamingTranslation, node: Node) -> dict[str, Judge]:
         return {c: j for c, j in judges.items() if c in transform.keeps}
     if isinstance(transform, (Tumble, Hop)):
         spec = transform.spec(schema, node.label)
-        kind = schema.type_of(transform.column)
         base = judges.get(transform.column)
         if base is None:
             return dict(judges)
         out = _pass_through(judges, set())
-        out[WINDOW_START] = lambda v: base(_plus(v, kind, spec.size - 1))
-        out[WINDOW_END] = lambda v: base(_plus(v, kind, -1))
+        out[WINDOW_START] = base.moved(spec.size - 1)
+        out[WINDOW_END] = base.moved(-1)
         return out
     if isinstance(transform, Select):
         out = {}
         for name, bound in transform.bind(schema, node.label):
             if bound.source in judges:
-                out[name] = _select_judge(judges[bound.source], bound.output_type, bound.steps)
+                out[name] = _select_judge(judges[bound.source], bound.steps)
         return out
     if isinstance(transform, Union):
         common = set.intersection(*(set(run.judges[i]) for i in node.inputs))
@@ -401,24 +420,15 @@ def derive_judges(run: StreamingTranslation, node: Node) -> dict[str, Judge]:
 
 
 def _greatest(judges: list[Judge]) -> Judge:
-    return lambda v: (
-        F.greatest(*(judge(v) for judge in judges)) if len(judges) > 1 else judges[0](v)
-    )
+    """The judge of the minimum of several watermarks: the latest of their judges."""
+    return max(judges, key=lambda judge: judge.offset)
 
 
-def _select_judge(base: Judge, kind: type, steps: tuple[tuple[str, int], ...]) -> Judge:
+def _select_judge(base: Judge, steps: tuple[tuple[str, int], ...]) -> Judge:
     judge = base
     for step, amount in steps:
-        previous = judge
-        if step == "shift":
-            judge = _shifted(previous, kind, -amount)
-        else:
-            judge = _shifted(previous, kind, amount - 1)
+        judge = judge.moved(-amount if step == "shift" else amount - 1)
     return judge
-
-
-def _shifted(judge: Judge, kind: type, amount: int) -> Judge:
-    return lambda v: judge(_plus(v, kind, amount))
 
 
 @streaming(CombinePerKey)
@@ -470,14 +480,96 @@ def require_separable_origins(run: StreamingTranslation, node: Node) -> None:
         )
 
 
+def _interval(amount: int, kind: type) -> Column:
+    """A day-time interval literal: `amount` microseconds (datetime) or milliseconds (int)."""
+    micros = amount if kind is _dt.datetime else amount * 1000
+    sign = "-" if micros < 0 else ""
+    seconds, fraction = divmod(abs(micros), 1_000_000)
+    return F.expr(f"INTERVAL '{sign}{seconds}.{fraction:06d}' SECOND")
+
+
+@streaming(Join)
+def join(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+    """A stream-stream join; Spark cleans its state by the judge of a window key on both
+    sides (their judges must agree), or by a range on the judges of the interval times."""
+    run = _streaming(translation)
+    transform = node.transform
+    assert isinstance(transform, Join)
+    require_separable_origins(run, node)
+    left_info, right_info = (run.nodes[i].info for i in node.inputs)
+    judges = [run.judges[i] for i in node.inputs]
+    left = inputs[0].select([F.col(n).alias(f"__l_{n}") for n in left_info.schema.names])
+    right = inputs[1].select([F.col(n).alias(f"__r_{n}") for n in right_info.schema.names])
+    condition = functools.reduce(
+        lambda a, b: a & b, [F.col(f"__l_{k}") == F.col(f"__r_{k}") for k in transform.on]
+    )
+    window_keys = transform.window_keys(left_info, right_info)
+    bounds = transform.interval_bounds(left_info.schema, right_info.schema, node.label)
+
+    def marked(frame: DataFrame, name: str, judge: Judge, column: str) -> DataFrame:
+        value = judge(F.col(column)).alias(name, metadata={WATERMARK_DELAY_KEY: 0})
+        return frame.withColumn(name, value)
+
+    if window_keys:
+        key = window_keys[0]
+        if judges[0][key] != judges[1][key]:
+            raise PipelineError(
+                f"{node.label}: {key!r} is derived differently on the two sides (different "
+                "window sizes or shifts), so Spark cannot clean the join's state by it; derive "
+                "it alike on both sides"
+            )
+        left = marked(left, "__l_judge", judges[0][key], f"__l_{key}")
+        right = marked(right, "__r_judge", judges[1][key], f"__r_{key}")
+        condition = condition & (F.col("__l_judge") == F.col("__r_judge"))
+    elif bounds is not None and transform.times is not None:
+        left_time, right_time = transform.times
+        lj, rj = judges[0][left_time], judges[1][right_time]
+        kind = left_info.schema.type_of(left_time)
+        left = marked(left, "__l_judge", lj, f"__l_{left_time}")
+        right = marked(right, "__r_judge", rj, f"__r_{right_time}")
+        skew = rj.offset - lj.offset
+        lower, upper = bounds[0] + skew, bounds[1] + skew
+        condition = (
+            condition
+            & (F.col("__r_judge") >= F.col("__l_judge") + _interval(lower, kind))
+            & (F.col("__r_judge") <= F.col("__l_judge") + _interval(upper, kind))
+        )
+    how = {"inner": "inner", "left": "left_outer", "right": "right_outer", "full": "full_outer"}
+    joined = left.join(right, condition, how[transform.how])
+    columns = []
+    for name, side, column in transform.layout(left_info.schema, right_info.schema).sources:
+        if side < 0:
+            value = F.coalesce(F.col(f"__l_{column}"), F.col(f"__r_{column}"))
+        else:
+            value = F.col(f"__{'lr'[side]}_{column}")
+        columns.append(value.alias(name))
+    run.judges[node.id] = {key: judges[0][key] for key in window_keys}
+    return joined.select(*columns)
+
+
 @streaming(Union)
 def union(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
     require_separable_origins(_streaming(translation), node)
     return TRANSLATORS[Union](translation, node, inputs)
 
 
+_PLACEHOLDERS: dict[type, Any] = {
+    _dt.datetime: 0,
+    int: 0,
+    float: 0.0,
+    str: "",
+    bool: False,
+    bytes: b"",
+}
+
+
 def put_sentinel(source: Channel, column: str, kind: type) -> None:
-    columns: Columns = {name: [None] for name in source.schema.names}
+    """The row that ends the input: far in the future, and no column null, so that no
+    `IS NOT NULL` the optimizer infers (from a join key, say) can stop it on its way to
+    the watermark."""
+    columns: Columns = {
+        name: [_PLACEHOLDERS.get(source.schema.type_of(name))] for name in source.schema.names
+    }
     columns[column] = [
         FAR_FUTURE_INT
         if kind is int
