@@ -195,7 +195,29 @@ def joins(p: sb.Pipeline) -> StreamOutputs:
     }, []
 
 
+def sessions(p: sb.Pipeline) -> StreamOutputs:
+    """Sessions per user (rows at most 10 s apart), closed by the watermark, then counted."""
+    base = datetime(2026, 4, 1, 16, 0)
+
+    def t(seconds: int) -> datetime:
+        return base + timedelta(seconds=seconds)
+
+    stream = (
+        sb.TestStream()
+        .add_epoch([{"u": "a", "t": t(0)}, {"u": "a", "t": t(10)}, {"u": "b", "t": t(5)}])
+        .add_epoch([{"u": "a", "t": t(31)}, {"u": "b", "t": t(14)}, {"u": "a", "t": t(20)}])
+        .add_epoch([{"u": "a", "t": t(60)}, {"u": "b", "t": t(61)}])
+        .add_epoch([{"u": "a", "t": t(75)}, {"u": "a", "t": t(200)}])
+    )
+    w = (p | stream).with_watermark("t", "15 seconds")
+    per_session = w.session("t", "10 seconds", keys="u").combine_per_key(
+        ["u", "window_start", "window_end"], n=sb.Count()
+    )
+    return {"per_session": per_session}, []
+
+
 STREAM_BUILDERS: dict[str, Any] = {
+    "sessions": sessions,
     "joins": joins,
     "merged_origins": merged_origins,
     "sorted": sorted_stream,

@@ -53,6 +53,7 @@ from sparkbeam.arrow import from_arrow, to_arrow
 from sparkbeam.errors import PipelineError
 from sparkbeam.graph import Node
 from sparkbeam.runners.spark.arrow import spark_schema
+from sparkbeam.runners.spark.session import session_stream
 from sparkbeam.runners.spark.sort import sort_stream
 from sparkbeam.runners.spark.translate import (
     TRANSLATORS,
@@ -70,7 +71,7 @@ from sparkbeam.transforms.sort import Sort
 from sparkbeam.transforms.sources import Create, TestStreamSource
 from sparkbeam.transforms.union import Union
 from sparkbeam.transforms.watermark import WithWatermark
-from sparkbeam.transforms.windows import WINDOW_END, WINDOW_START, Hop, Tumble
+from sparkbeam.transforms.windows import WINDOW_END, WINDOW_START, Hop, Session, Tumble
 
 
 @attrs.frozen
@@ -545,6 +546,21 @@ def join(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> D
         columns.append(value.alias(name))
     run.judges[node.id] = {key: judges[0][key] for key in window_keys}
     return joined.select(*columns)
+
+
+@streaming(Session)
+def session(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+    run = _streaming(translation)
+    transform = node.transform
+    assert isinstance(transform, Session)
+    schema = run.nodes[node.inputs[0]].info.schema
+    judge = run.input_judges(node)[transform.column]
+    gap = transform.gap_units(schema, node.label)
+    frame = stateful(inputs[0], [judge(F.col(transform.column))])
+    out = session_stream(frame, schema, transform.column, gap, transform.keys, judge, node.label)
+    # W(window_end, t): a window end v is released when v < t, as the time column itself.
+    run.judges[node.id] = {WINDOW_END: judge}
+    return out
 
 
 @streaming(Union)
