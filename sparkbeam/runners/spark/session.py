@@ -27,19 +27,13 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 
 from sparkbeam.runners.spark.arrow import spark_schema
+from sparkbeam.runners.spark.keyed_state import as_longs, as_times, grouped, in_micros, key_columns
 from sparkbeam.schema import Schema
 from sparkbeam.transforms.windows import WINDOW_END, WINDOW_START
 
 TIME = "__sparkbeam_time"
 JUDGE_END = "__sparkbeam_judge_end_us"
 SEQUENCE = "__sparkbeam_seq"
-GROUP = "__sparkbeam_session_key"
-
-
-def _longs(schema: Schema) -> Schema:
-    return Schema(
-        tuple((name, int if kind is _dt.datetime else kind) for name, kind in schema.fields)
-    )
 
 
 class SessionWindows(StatefulProcessor):
@@ -125,37 +119,24 @@ def session_stream(
     carries a judge column with Spark's watermark metadata.
     """
     kind = schema.type_of(column)
-    longs = _longs(schema)
+    longs = as_longs(schema)
     time = F.unix_micros(column) if kind is _dt.datetime else F.col(column)
     end = F.timestamp_micros(time + F.lit(gap)) if kind is _dt.datetime else time + F.lit(gap)
     prepared = frame.select(
-        *(F.unix_micros(n).alias(n) if k is _dt.datetime else F.col(n) for n, k in schema.fields),
+        *in_micros(schema),
         time.alias(TIME),
         F.unix_micros(end_judge(end)).alias(JUDGE_END),
         "__sparkbeam_judge",
-        *(F.col(k).alias(f"{GROUP}_{i}") for i, k in enumerate(keys)),
+        *key_columns(keys),
     )
     state_schema = spark_schema(
         longs.with_columns((TIME, int), (JUDGE_END, int), (SEQUENCE, int)), label
     )
-    if keys:
-        grouped = prepared.groupBy(*(f"{GROUP}_{i}" for i in range(len(keys))))
-    else:
-        grouped = prepared.withColumn(GROUP, F.lit(0)).groupBy(GROUP)
     out_schema = longs.with_columns((WINDOW_START, int), (WINDOW_END, int))
-    sessions = grouped.transformWithState(
+    sessions = grouped(prepared, keys).transformWithState(
         SessionWindows(list(schema.names), state_schema, gap),
         spark_schema(out_schema, label),
         "Append",
         "EventTime",
     )
-    as_times = [
-        F.timestamp_micros(n).alias(n) if k is _dt.datetime else F.col(n)
-        for n, k in out_schema.fields
-    ]
-    if kind is _dt.datetime:
-        as_times[-2:] = [
-            F.timestamp_micros(WINDOW_START).alias(WINDOW_START),
-            F.timestamp_micros(WINDOW_END).alias(WINDOW_END),
-        ]
-    return sessions.select(*as_times)
+    return sessions.select(*as_times(schema.with_columns((WINDOW_START, kind), (WINDOW_END, kind))))

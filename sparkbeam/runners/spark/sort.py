@@ -6,9 +6,6 @@ once the watermark passes it, which on Spark reads `J(v) <= W` (see
 the millisecond and fires exactly when `ceil_ms(J(v)) <= W`. When a timer
 fires, every row it releases is emitted in (sort column, arrival) order:
 RisingWave's Sort, within each key (one key, a constant, when there are none).
-
-Timestamps cross into the Python processor as microseconds, never as
-`datetime`s (Spark would convert those in the local time zone).
 """
 
 from __future__ import annotations
@@ -28,18 +25,12 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 
 from sparkbeam.runners.spark.arrow import spark_schema
+from sparkbeam.runners.spark.keyed_state import as_longs, as_times, grouped, in_micros, key_columns
 from sparkbeam.schema import Schema
 
 ORDER = "__sparkbeam_order"
 RELEASE = "__sparkbeam_release_ms"
 SEQUENCE = "__sparkbeam_seq"
-SORT_KEY = "__sparkbeam_sort_key"
-
-
-def _as_longs(schema: Schema) -> Schema:
-    return Schema(
-        tuple((name, int if kind is _dt.datetime else kind) for name, kind in schema.fields)
-    )
 
 
 class EventTimeSort(StatefulProcessor):
@@ -104,35 +95,22 @@ def sort_stream(
     by `judge`.
     """
     kind = schema.type_of(column)
-    longs = _as_longs(schema)
-    columns = [
-        F.unix_micros(name).alias(name) if k is _dt.datetime else F.col(name)
-        for name, k in schema.fields
-    ]
+    longs = as_longs(schema)
     order = F.unix_micros(column) if kind is _dt.datetime else F.col(column)
     prepared = frame.select(
-        *columns,
+        *in_micros(schema),
         order.alias(ORDER),
         F.unix_micros(judge).alias("__sparkbeam_judge_us"),
         F.col(judge),
-        *(F.col(k).alias(f"{SORT_KEY}_{i}") for i, k in enumerate(keys)),
+        *key_columns(keys),
     ).withColumn(RELEASE, F.expr("(__sparkbeam_judge_us + 999) div 1000"))
     state_schema = spark_schema(
         longs.with_columns((ORDER, int), (RELEASE, int), (SEQUENCE, int)), label
     )
-    if keys:
-        grouped = prepared.groupBy(*(f"{SORT_KEY}_{i}" for i in range(len(keys))))
-    else:  # one ordered stream: a single key
-        grouped = prepared.withColumn(SORT_KEY, F.lit(0)).groupBy(SORT_KEY)
-    sorted_rows = grouped.transformWithState(
+    sorted_rows = grouped(prepared, keys).transformWithState(
         EventTimeSort(list(schema.names), state_schema),
         spark_schema(longs, label),
         "Append",
         "EventTime",
     )
-    return sorted_rows.select(
-        *(
-            F.timestamp_micros(name).alias(name) if k is _dt.datetime else F.col(name)
-            for name, k in schema.fields
-        )
-    )
+    return sorted_rows.select(*as_times(schema))
