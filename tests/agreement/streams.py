@@ -19,6 +19,24 @@ def at(minutes: float, microseconds: int = 0) -> datetime:
     return T0 + timedelta(minutes=minutes, microseconds=microseconds)
 
 
+class KeysSeen(sb.CombineFn):
+    """A user CombineFn: the sorted distinct keys of the group, joined."""
+
+    output_type = str
+
+    def create_accumulator(self) -> set[str]:
+        return set()
+
+    def add_input(self, accumulator: set[str], element: dict[str, Any]) -> set[str]:
+        return accumulator | {element["k"]}
+
+    def merge_accumulators(self, accumulators: Any) -> set[str]:
+        return set().union(*accumulators)
+
+    def extract_output(self, accumulator: set[str]) -> str:
+        return ",".join(sorted(accumulator))
+
+
 def orders_stream() -> sb.TestStream:
     """Out of order, with rows exactly at, just below and just above the watermark."""
     return (
@@ -51,6 +69,9 @@ def windows(p: sb.Pipeline) -> StreamOutputs:
         ),
         "by_end": w.tumble("t", "3 minutes", offset="1 minute").combine_per_key(
             ["window_end"], n=sb.Count()
+        ),
+        "user_fn": w.tumble("t", "5 minutes").combine_per_key(
+            ["window_start"], seen=KeysSeen(), n=sb.Count()
         ),
     }, [w]
 

@@ -53,6 +53,7 @@ from sparkbeam.arrow import from_arrow, to_arrow
 from sparkbeam.errors import PipelineError
 from sparkbeam.graph import Node
 from sparkbeam.runners.spark.arrow import spark_schema
+from sparkbeam.runners.spark.python_combine import combine_stream
 from sparkbeam.runners.spark.session import session_stream
 from sparkbeam.runners.spark.sort import sort_stream
 from sparkbeam.runners.spark.translate import (
@@ -437,14 +438,22 @@ def combine_per_key(translation: Translation, node: Node, inputs: Sequence[DataF
     run = _streaming(translation)
     transform = node.transform
     assert isinstance(transform, CombinePerKey)
-    if not all(isinstance(a, AggregateFn) for _, a in transform.aggregates):
-        raise PipelineError(
-            f"{node.label}: a user CombineFn on unbounded input is not supported by the Spark "
-            "runner yet (Spark refuses Python aggregates in streaming aggregations)"
-        )
     judges = run.input_judges(node)
     keyed = [judges[k](F.col(k)) for k in transform.keys if k in judges]
     frame = stateful(inputs[0], keyed)
+    if not all(isinstance(a, AggregateFn) for _, a in transform.aggregates):
+        # Spark refuses Python aggregates in streaming aggregations: keyed state instead.
+        run.judges[node.id] = {c: j for c, j in judges.items() if c in transform.keys}
+        in_schema = run.nodes[node.inputs[0]].info.schema
+        return combine_stream(
+            frame,
+            in_schema,
+            node.info.schema,
+            transform.keys,
+            transform.aggregates,
+            JUDGE,
+            node.label,
+        )
     aggregates = [_aggregate(a).alias(name) for name, a in transform.aggregates]
     grouped = frame.groupBy(*transform.keys, JUDGE).agg(*aggregates).drop(JUDGE)
     run.judges[node.id] = {c: j for c, j in judges.items() if c in transform.keys}

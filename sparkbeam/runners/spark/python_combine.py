@@ -1,0 +1,120 @@
+"""`CombinePerKey` with a user `CombineFn` on unbounded input, in `transformWithState`.
+
+Spark refuses Python aggregates in streaming aggregations, so each group's
+accumulators (the direct runner's, the same code for built-in and user
+aggregates) live in keyed state. Each row registers an event-time timer at
+its group's judge rounded up to the millisecond; when it fires, the group
+is emitted once and forgotten, as the model's emission rule says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import cloudpickle
+from pyspark.sql import DataFrame, Row
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.stateful_processor import (
+    ExpiredTimerInfo,
+    StatefulProcessor,
+    StatefulProcessorHandle,
+    TimerValues,
+)
+
+from sparkbeam.runners.direct.combine import accumulators_for
+from sparkbeam.runners.direct.operator import Chunk
+from sparkbeam.runners.spark.arrow import spark_schema
+from sparkbeam.runners.spark.keyed_state import as_longs, as_times, grouped, in_micros, key_columns
+from sparkbeam.schema import Schema
+
+RELEASE = "__sparkbeam_release_ms"
+
+
+class PythonCombine(StatefulProcessor):
+    """A group's accumulators in state; the group's row when the watermark passes it.
+
+    Rows arrive with datetimes as microseconds, which is how the direct
+    runner's accumulators hold them; a user `CombineFn` still sees datetimes.
+    """
+
+    def __init__(
+        self, keys: tuple[str, ...], aggregates: Any, in_schema: Schema, out_schema: Schema
+    ) -> None:
+        self.keys = keys
+        self.aggregates = aggregates
+        self.in_schema = in_schema
+        self.out_schema = out_schema
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.handle = handle
+        self.group = handle.getValueState("group", "group BINARY")
+
+    def handleInputRows(
+        self, key: Any, rows: Iterator[Row], timerValues: TimerValues
+    ) -> Iterator[Row]:
+        stored = self.group.get()
+        if stored:
+            key_values, tables = cloudpickle.loads(stored[0])
+        else:
+            key_values, tables = (
+                None,
+                [
+                    accumulators_for(aggregate, self.in_schema, self.out_schema.type_of(name), name)
+                    for name, aggregate in self.aggregates
+                ],
+            )
+        batch = list(rows)
+        if not batch:
+            return iter([])
+        names = self.in_schema.names
+        columns = {name: [row[name] for row in batch] for name in names}
+        if key_values is None:
+            key_values = [batch[0][k] for k in self.keys]
+        for table in tables:
+            table.add([0] * len(batch), Chunk(columns, len(batch)))
+        self.group.update((cloudpickle.dumps((key_values, tables)),))
+        for timer in {row[RELEASE] for row in batch}:
+            self.handle.registerTimer(timer)
+        return iter([])
+
+    def handleExpiredTimer(
+        self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
+    ) -> Iterator[Row]:
+        stored = self.group.get()
+        if not stored:
+            return iter([])
+        key_values, tables = cloudpickle.loads(stored[0])
+        self.group.clear()
+        values = dict(zip(self.keys, key_values, strict=True))
+        for (name, _), table in zip(self.aggregates, tables, strict=True):
+            values[name] = table.pop(0)
+        return iter([Row(**values)])
+
+    def close(self) -> None:
+        pass
+
+
+def combine_stream(
+    frame: DataFrame,
+    in_schema: Schema,
+    out_schema: Schema,
+    keys: tuple[str, ...],
+    aggregates: Any,
+    judge: str,
+    label: str,
+) -> DataFrame:
+    """Groups of `frame` by `keys`, each emitted once when the watermark passes its judge."""
+    prepared = frame.select(
+        *in_micros(in_schema),
+        F.unix_micros(judge).alias("__sparkbeam_judge_us"),
+        F.col(judge),
+        *key_columns(keys),
+    ).withColumn(RELEASE, F.expr("(__sparkbeam_judge_us + 999) div 1000"))
+    combined = grouped(prepared, keys).transformWithState(
+        PythonCombine(keys, aggregates, in_schema, out_schema),
+        spark_schema(as_longs(out_schema), label),
+        "Append",
+        "EventTime",
+    )
+    return combined.select(*as_times(out_schema))
