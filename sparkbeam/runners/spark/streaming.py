@@ -62,6 +62,7 @@ from sparkbeam.runners.spark.translate import (
     Translator,
     _aggregate,
     _long,
+    join_output,
     units,
 )
 from sparkbeam.schema import Columns, Schema, columns_to_rows, rows_to_columns
@@ -546,15 +547,8 @@ def join(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> D
         )
     how = {"inner": "inner", "left": "left_outer", "right": "right_outer", "full": "full_outer"}
     joined = left.join(right, condition, how[transform.how])
-    columns = []
-    for name, side, column in transform.layout(left_info.schema, right_info.schema).sources:
-        if side < 0:
-            value = F.coalesce(F.col(f"__l_{column}"), F.col(f"__r_{column}"))
-        else:
-            value = F.col(f"__{'lr'[side]}_{column}")
-        columns.append(value.alias(name))
     run.judges[node.id] = {key: judges[0][key] for key in window_keys}
-    return joined.select(*columns)
+    return joined.select(*join_output(transform, left_info.schema, right_info.schema, node.label))
 
 
 @streaming(Session)

@@ -19,7 +19,6 @@ import csv
 import datetime as _dt
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -366,11 +365,16 @@ def join(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> D
         condition = condition & (lt + _long(bounds[0]) <= rt) & (rt <= lt + _long(bounds[1]))
     how = {"inner": "inner", "left": "left_outer", "right": "right_outer", "full": "full_outer"}
     joined = left.join(right, condition, how[transform.how])
-    columns: list[Any] = []
-    for name, side, column in transform.layout(left_schema, right_schema, node.label).sources:
+    return joined.select(*join_output(transform, left_schema, right_schema, node.label))
+
+
+def join_output(transform: Join, left: Schema, right: Schema, label: str) -> list[Column]:
+    """The output columns of a join whose sides' columns are prefixed `__l_` and `__r_`."""
+    columns = []
+    for name, side, column in transform.layout(left, right, label).sources:
         if side < 0:
             value = F.coalesce(F.col(f"__l_{column}"), F.col(f"__r_{column}"))
         else:
             value = F.col(f"__{'lr'[side]}_{column}")
         columns.append(value.alias(name))
-    return joined.select(*columns)
+    return columns
