@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import sparkbeam as sb
+from tests.transforms.test_combine import eowc_stream
 
 T0 = datetime(2026, 4, 1, 10, 0)
 StreamOutputs = tuple[dict[str, sb.PCollection], list[sb.PCollection]]
@@ -237,7 +238,15 @@ def sessions(p: sb.Pipeline) -> StreamOutputs:
     return {"per_session": per_session}, []
 
 
+def hourly(p: sb.Pipeline) -> StreamOutputs:
+    """RisingWave's EOWC case (tests/transforms/test_combine.py checks its exact epochs)."""
+    w = (p | eowc_stream()).with_watermark("t", "5 minutes")
+    windows = w.tumble("t", "1 hour").combine_per_key(["window_start"], n=sb.Count())
+    return {"hourly": windows}, [w]
+
+
 STREAM_BUILDERS: dict[str, Any] = {
+    "hourly": hourly,
     "sessions": sessions,
     "joins": joins,
     "merged_origins": merged_origins,

@@ -487,3 +487,37 @@ def test_not_an_aggregate(bounded: sb.PCollection) -> None:
 def test_no_aggregate() -> None:
     with pytest.raises(sb.PipelineError, match="aggregate"):
         sb.CombinePerKey("k")
+
+
+def eowc_stream() -> sb.TestStream:
+    """RisingWave's EOWC case: 1-hour windows, a 5-minute delay."""
+    day = datetime(2026, 4, 1)
+
+    def at(hour: int, minute: int) -> dict[str, Any]:
+        return {"t": day.replace(hour=hour, minute=minute), "v": 1}
+
+    return (
+        sb.TestStream()
+        .add_epoch([at(16, 10), at(16, 40), at(16, 58)])
+        .add_epoch([at(17, 30), at(18, 1)])
+        .add_epoch([at(18, 10)])
+    )
+
+
+def test_hourly_window_is_emitted_at_the_end_of_the_epoch_whose_watermark_passes_it() -> None:
+    """The 16:00 window comes out after the epoch bringing 18:01 (wm 17:56, so
+    window_start's watermark 17:00), the 17:00 window after 18:10 (wm 18:05)."""
+    with sb.Pipeline() as p:
+        hourly = (
+            (p | eowc_stream())
+            .with_watermark("t", "5 minutes")
+            .tumble("t", "1 hour")
+            .combine_per_key(["window_start"], n=sb.Count())
+        )
+    day = datetime(2026, 4, 1)
+    assert p.result.collect_by_epoch(hourly) == [
+        [],
+        [{"window_start": day.replace(hour=16), "n": 3}],
+        [{"window_start": day.replace(hour=17), "n": 1}],
+        [{"window_start": day.replace(hour=18), "n": 2}],
+    ]
