@@ -245,6 +245,16 @@ def hourly(p: sb.Pipeline) -> StreamOutputs:
     return {"hourly": windows}, [w]
 
 
+def file_epochs(p: sb.Pipeline, directory: str) -> StreamOutputs:
+    """A directory of JSON files read as a stream: one epoch per file, in name order."""
+    files = sb.ReadFiles(
+        directory, format="json", schema={"k": str, "v": int, "t": datetime}, streaming=True
+    )
+    w = (p | files).with_watermark("t", "5 minutes")
+    windows = w.tumble("t", "2 minutes").combine_per_key(["window_start"], total=sb.Sum("v"))
+    return {"windows": windows}, [w]
+
+
 STREAM_BUILDERS: dict[str, Any] = {
     "hourly": hourly,
     "sessions": sessions,

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 import sparkbeam as sb
 from tests.agreement.pipelines import row_multiset
-from tests.agreement.streams import STREAM_BUILDERS
+from tests.agreement.streams import STREAM_BUILDERS, file_epochs, orders_stream
 
 
 def run(builder: Any, runner: Any) -> tuple[dict[str, list[list[dict[str, Any]]]], list[Any]]:
@@ -39,3 +40,23 @@ def test_stream_outputs_are_not_trivial() -> None:
     direct, counts = run(STREAM_BUILDERS["windows"], sb.DirectRunner())
     assert counts == [(2, 1)]  # at(5, -1) in epoch 1 and at(14) in epoch 4 are late
     assert any(direct["tumble"][:-1]) and direct["tumble"][-1]
+
+
+def test_a_directory_of_files_is_a_stream_of_epochs(spark_runner: Any, tmp_path: Any) -> None:
+    """`ReadFiles(..., streaming=True)`: both runners take one file per epoch, in name order."""
+    epochs = orders_stream().epochs
+    for index, rows in enumerate(epochs):
+        with open(tmp_path / f"part-{index:03d}.json", "w") as handle:
+            for row in rows:
+                record = {**row, "t": None if row["t"] is None else row["t"].isoformat() + "Z"}
+                handle.write(json.dumps(record) + "\n")
+
+    def build(p: sb.Pipeline) -> Any:
+        return file_epochs(p, str(tmp_path))
+
+    direct, direct_counts = run(build, sb.DirectRunner())
+    spark, spark_counts = run(build, spark_runner)
+    assert direct_counts == spark_counts == [(2, 1)]
+    assert len(direct["windows"]) == len(epochs) + 1
+    for want, got in zip(direct["windows"], spark["windows"], strict=True):
+        assert row_multiset(got) == row_multiset(want)

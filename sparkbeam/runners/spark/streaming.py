@@ -52,6 +52,7 @@ from pyspark.sql import functions as F
 from sparkbeam.arrow import from_arrow, to_arrow
 from sparkbeam.errors import PipelineError
 from sparkbeam.graph import Node
+from sparkbeam.runners.direct.files import read_file
 from sparkbeam.runners.spark.arrow import spark_schema
 from sparkbeam.runners.spark.python_combine import combine_stream
 from sparkbeam.runners.spark.session import session_stream
@@ -68,6 +69,7 @@ from sparkbeam.runners.spark.translate import (
 from sparkbeam.schema import Columns, Schema, columns_to_rows, rows_to_columns
 from sparkbeam.transforms.combine import AggregateFn, CombinePerKey
 from sparkbeam.transforms.elementwise import Filter, Map, Select
+from sparkbeam.transforms.files import ReadFiles, data_files
 from sparkbeam.transforms.join import Join
 from sparkbeam.transforms.sort import Sort
 from sparkbeam.transforms.sources import Create, TestStreamSource
@@ -227,7 +229,7 @@ class StreamingTranslation(Translation):
                 continue
             if node.id in self.staged:
                 channels.append((f"staged-{node.id}", node.info.schema, node.label))
-            if isinstance(node.transform, (TestStreamSource, Create)):
+            if isinstance(node.transform, (TestStreamSource, Create, ReadFiles)):
                 channels.append((f"source-{node.id}", node.info.schema, node.label))
             if isinstance(node.transform, WithWatermark):
                 with_flag = node.info.schema.with_columns((SENTINEL, bool))
@@ -289,13 +291,28 @@ def _streaming(translation: Translation) -> StreamingTranslation:
     return translation
 
 
+def _file_rows(path: str, transform: ReadFiles, node: Node) -> tuple[dict[str, Any], ...]:
+    schema = node.info.schema
+    chunks = read_file(path, transform.format, schema, node.label)
+    return tuple(row for chunk in chunks for row in columns_to_rows(chunk.columns, schema))
+
+
 @streaming(TestStreamSource)
 @streaming(Create)
+@streaming(ReadFiles)
 def epoch_source(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+    """A source as epochs: a TestStream's, one for a Create, and for ReadFiles one per file in
+    name order (`streaming=True`, as the direct runner) or all files in one."""
     run = _streaming(translation)
     transform = node.transform
+    epochs: Sequence[Sequence[dict[str, Any]]]
     if isinstance(transform, TestStreamSource):
         epochs = transform.epochs
+    elif isinstance(transform, ReadFiles):
+        files = [
+            _file_rows(path, transform, node) for path in data_files(transform.path, node.label)
+        ]
+        epochs = files if transform.streaming else [[row for rows in files for row in rows]]
     else:
         assert isinstance(transform, Create)
         epochs = (transform.rows,)
