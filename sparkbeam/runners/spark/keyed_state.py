@@ -9,14 +9,83 @@ constant key when it has none (one ordered stream).
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
-from pyspark.sql import Column, DataFrame, GroupedData
+from pyspark.sql import Column, DataFrame, GroupedData, Row
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.streaming.stateful_processor import (
+    StatefulProcessor,
+    StatefulProcessorHandle,
+    TimerValues,
+)
 
 from sparkbeam.schema import Schema
 
 KEY = "__sparkbeam_state_key"
+ORDER = "__sparkbeam_order"
+RELEASE = "__sparkbeam_release_ms"
+SEQUENCE = "__sparkbeam_seq"
+
+
+def with_release(frame: DataFrame, judge: Column) -> DataFrame:
+    """`frame` with `RELEASE`: the judge rounded up to the millisecond, the event-time timer
+    that fires exactly when `judge <= W` (`W` is whole milliseconds)."""
+    micros = frame.withColumn("__sparkbeam_judge_us", F.unix_micros(judge))
+    release = F.expr("(__sparkbeam_judge_us + 999) div 1000")
+    return micros.withColumn(RELEASE, release).drop("__sparkbeam_judge_us")
+
+
+def held_schema(schema: Schema) -> Schema:
+    """A held row: the row (datetimes as microseconds), its order, release and arrival."""
+    return as_longs(schema).with_columns((ORDER, int), (RELEASE, int), (SEQUENCE, int))
+
+
+class HeldRows(StatefulProcessor):
+    """Per key, rows in list state as `(values..., order, release ms, arrival)`, with an
+    event-time timer per release millisecond. Subclasses say what a timer releases."""
+
+    def __init__(self, names: list[str], state_schema: T.StructType) -> None:
+        self.names = names
+        self.state_schema = state_schema
+        self.order = len(names)
+        self.release = len(names) + 1
+        self.sequence = len(names) + 2
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.handle = handle
+        self.rows = handle.getListState("rows", self.state_schema)
+        self.count = handle.getValueState("count", "count LONG")
+
+    def handleInputRows(
+        self, key: Any, rows: Iterator[Row], timerValues: TimerValues
+    ) -> Iterator[Row]:
+        stored = self.count.get()
+        arrivals = stored[0] if stored else 0
+        held = []
+        for row in rows:
+            held.append((*(row[n] for n in self.names), row[ORDER], row[RELEASE], arrivals))
+            arrivals += 1
+        if held:
+            self.rows.appendList(held)
+            self.count.update((arrivals,))
+            for timer in {row[self.release] for row in held}:
+                self.handle.registerTimer(timer)
+        return iter([])
+
+    def held(self) -> list[tuple[Any, ...]]:
+        return list(self.rows.get()) if self.rows.exists() else []
+
+    def keep(self, rows: list[tuple[Any, ...]]) -> None:
+        """Hold only `rows` from now on."""
+        if rows:
+            self.rows.put(rows)
+        else:
+            self.rows.clear()
+
+    def close(self) -> None:
+        pass
 
 
 def as_longs(schema: Schema) -> Schema:

@@ -25,10 +25,16 @@ from pyspark.sql.streaming.stateful_processor import (
 from sparkbeam.runners.direct.combine import accumulators_for
 from sparkbeam.runners.direct.operator import Chunk
 from sparkbeam.runners.spark.arrow import spark_schema
-from sparkbeam.runners.spark.keyed_state import as_longs, as_times, grouped, in_micros, key_columns
+from sparkbeam.runners.spark.keyed_state import (
+    RELEASE,
+    as_longs,
+    as_times,
+    grouped,
+    in_micros,
+    key_columns,
+    with_release,
+)
 from sparkbeam.schema import Schema
-
-RELEASE = "__sparkbeam_release_ms"
 
 
 class PythonCombine(StatefulProcessor):
@@ -105,12 +111,9 @@ def combine_stream(
     label: str,
 ) -> DataFrame:
     """Groups of `frame` by `keys`, each emitted once when the watermark passes its judge."""
-    prepared = frame.select(
-        *in_micros(in_schema),
-        F.unix_micros(judge).alias("__sparkbeam_judge_us"),
-        F.col(judge),
-        *key_columns(keys),
-    ).withColumn(RELEASE, F.expr("(__sparkbeam_judge_us + 999) div 1000"))
+    prepared = with_release(
+        frame.select(*in_micros(in_schema), F.col(judge), *key_columns(keys)), F.col(judge)
+    )
     combined = grouped(prepared, keys).transformWithState(
         PythonCombine(keys, aggregates, in_schema, out_schema),
         spark_schema(as_longs(out_schema), label),
