@@ -241,7 +241,13 @@ class StreamingTranslation(Translation):
         self.judges: dict[int, dict[str, Judge]] = {}
         self.origins: dict[int, frozenset[int]] = {}
         """For each node, the `WithWatermark` nodes its watermarks come from."""
-        self.epoch_rows: dict[int, tuple[tuple[dict[str, Any], ...], ...]] = {}
+        self._epochs: dict[int, tuple[tuple[dict[str, Any], ...], ...]] = {}
+
+    def epochs_of(self, node_id: int) -> tuple[tuple[dict[str, Any], ...], ...]:
+        """A source's rows by epoch, read once, when the query first needs them."""
+        if node_id not in self._epochs:
+            self._epochs[node_id] = source_epochs(self.nodes[node_id])
+        return self._epochs[node_id]
 
     def run(self) -> None:
         for node in self.nodes:
@@ -297,26 +303,29 @@ def _file_rows(path: str, transform: ReadFiles, node: Node) -> tuple[dict[str, A
     return tuple(row for chunk in chunks for row in columns_to_rows(chunk.columns, schema))
 
 
-@streaming(TestStreamSource)
-@streaming(Create)
-@streaming(ReadFiles)
-def epoch_source(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
-    """A source as epochs: a TestStream's, one for a Create, and for ReadFiles one per file in
-    name order (`streaming=True`, as the direct runner) or all files in one."""
-    run = _streaming(translation)
+def source_epochs(node: Node) -> tuple[tuple[dict[str, Any], ...], ...]:
+    """A source's rows by epoch: a TestStream's, one for a Create, and for ReadFiles one per
+    file in name order (`streaming=True`, as the direct runner) or all files in one."""
     transform = node.transform
     epochs: Sequence[Sequence[dict[str, Any]]]
     if isinstance(transform, TestStreamSource):
         epochs = transform.epochs
     elif isinstance(transform, ReadFiles):
-        files = [
-            _file_rows(path, transform, node) for path in data_files(transform.path, node.label)
-        ]
+        paths = data_files(transform.path, node.label)
+        files = [_file_rows(path, transform, node) for path in paths]
         epochs = files if transform.streaming else [[row for rows in files for row in rows]]
     else:
         assert isinstance(transform, Create)
         epochs = (transform.rows,)
-    run.epoch_rows[node.id] = tuple(tuple(epoch) for epoch in epochs)
+    return tuple(tuple(epoch) for epoch in epochs)
+
+
+@streaming(TestStreamSource)
+@streaming(Create)
+@streaming(ReadFiles)
+def epoch_source(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+    """A source's channel; its rows are read only when the query runs (`source_epochs`)."""
+    run = _streaming(translation)
     run.sources[node.id] = run.channel(f"source-{node.id}")
     return run.frame(f"source-{node.id}")
 
@@ -652,9 +661,9 @@ class Stage:
         translation = self.translation
         if not final:
             for node_id, source in translation.sources.items():
-                source_epochs = translation.epoch_rows[node_id]
-                if epoch < len(source_epochs):
-                    source.put_rows(source_epochs[epoch], translation.nodes[node_id].label)
+                epochs = translation.epochs_of(node_id)
+                if epoch < len(epochs):
+                    source.put_rows(epochs[epoch], translation.nodes[node_id].label)
         else:
             for node_id, sentinel in translation.sentinels.items():
                 node = translation.nodes[node_id]
@@ -736,7 +745,11 @@ class StreamingRun:
             for index, stage in enumerate(self.stages):
                 stage.start(os.path.join(self.directory, f"checkpoint-{index}"))
             epochs = max(
-                (len(e) for stage in self.stages for e in stage.translation.epoch_rows.values()),
+                (
+                    len(stage.translation.epochs_of(node_id))
+                    for stage in self.stages
+                    for node_id in stage.translation.sources
+                ),
                 default=0,
             )
             for epoch in range(epochs + 1):
