@@ -259,9 +259,7 @@ class PCollection:
         suffix: str = "_right",
         policy: str = "min",
     ) -> PCollection:
-        return self | Join(
-            other, on, how, times=times, within=within, suffix=suffix, policy=policy
-        )
+        return self | Join(other, on, how, times=times, within=within, suffix=suffix, policy=policy)
 
     def combine_per_key(
         self, keys: str | Sequence[str], **aggregates: AggregateFn | CombineFn

@@ -107,7 +107,8 @@ class DirectRunner:
     idleness and alignment are modelled for the single unit only.
 
     `idle_after` counts epochs: given as a duration of processing time it is
-    refused on unbounded input (the direct runner has no processing time).
+    refused on unbounded input (the direct runner has no processing time);
+    on bounded input (one epoch) it changes nothing.
     """
 
     def __init__(
@@ -164,13 +165,12 @@ class DirectRunner:
 
     def _check(self, nodes: Sequence[Node]) -> None:
         """Refuse what this runner does not model, before anything runs."""
+        bounded = all(node.info.bounded for node in nodes)
         for node in nodes:
             transform = node.transform
             if not isinstance(transform, WithWatermark):
                 continue
-            if node.info.bounded:
-                continue  # one epoch: idleness and alignment change nothing
-            if transform.idle_time(node.label) is not None:
+            if not bounded and transform.idle_time(node.label) is not None:
                 raise PipelineError(
                     f"{node.label}: idle_after={transform.idle_after!r} is processing time, which "
                     "the direct runner does not have (its epochs take no time); give idle_after "
@@ -345,12 +345,6 @@ class DirectResult:
             )
         return out
 
-
-def _late(operator: Operator) -> int:
-    if isinstance(operator, (WatermarkFilter, UnionOperator, JoinOperator)):
-        return operator.late_count
-    return 0
-
     def state_size(self, pcoll: PCollection) -> int:
         """Rows or groups the operator that produced `pcoll` still holds (0 after the flush)."""
         return sum(op.state_size() for op in self.units[pcoll.node.id])
@@ -358,3 +352,9 @@ def _late(operator: Operator) -> int:
     def peak_state_size(self, pcoll: PCollection) -> int:
         """The most rows or groups the operator that produced `pcoll` held at once (all units)."""
         return self.peaks[pcoll.node.id]
+
+
+def _late(operator: Operator) -> int:
+    if isinstance(operator, (WatermarkFilter, UnionOperator, JoinOperator)):
+        return operator.late_count
+    return 0
