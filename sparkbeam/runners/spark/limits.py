@@ -1,21 +1,45 @@
 """What the Spark runner refuses on unbounded input, for now, before any query runs.
 
 Structured Streaming runs the model's late-row filter, windows, joins and
-sorts (`streaming`); these features of the model have no streaming form yet:
+sorts (`streaming`); these features of the model have no streaming form yet.
+Each is refused with a `PipelineError` naming the transform and what to do;
+bounded pipelines run as batch jobs, where all of them work (`translate`).
+How each can run (the plan for the streaming translation):
 
-- `late_rows()` / `invalid_rows()`: Spark drops late rows inside its stateful
-  operators and only counts them, so the runner would need a second output
-  of its late-row filter (the design is in the issue notes).
-- `Union`/`Join` with `policy="max"`: Spark's `multipleWatermarkPolicy` is
-  one setting for a whole query, and the runner already splits queries per
-  `WithWatermark` origin; the per-merge maximum and its late rows need their
-  own filter there.
-- `WithWatermark(idle_after=...)`, `WithWatermark(max_drift=...)`: Spark has
-  neither idleness nor alignment; the runner's own sources could provide both
-  (it writes each epoch's file), which is not built yet.
-
-Each is refused with a `PipelineError` naming the transform and what to do.
-Bounded pipelines run as batch jobs, where all of them work (`translate`).
+- `late_rows()` of a `WithWatermark`: Spark drops late rows inside a stateful
+  operator and only counts them. A second branch of the same query, from the
+  rows the filter judges (with their judge column), through a pass-through
+  `transformWithState` that keeps the rows with `judge <= W` (the current
+  batch's watermark `W`, equal to the one the filter used where the runner
+  feeds epochs: a no-data batch runs between two data batches), gives them
+  with `W`; `late_watermark` is `W` unshifted (the judge is the time plus one
+  microsecond, so `time < W` exactly). One query per collected PCollection,
+  as today, so `late_rows()` replays the same epochs as the filter's query.
+- `invalid_rows()`: the rows with a `None` time, split off before the
+  watermark is declared (they are already counted there).
+- `policy="max"`: the final query (where stage queries of different origins
+  meet) starts with `spark.sql.streaming.multipleWatermarkPolicy=max`, and a
+  late-row filter keyed on the merge's judges (the earliest of its inputs'
+  judges, as the watermark is the latest) follows the `Union`/`Join`, its
+  complement being their `late_rows()`. One policy per query: a query where
+  merges with both policies meet is refused.
+- `idle_after` (epochs): the runner writes each epoch's file, so it knows when
+  a source brought no rows for `idle_after` epochs; it then feeds that
+  origin's channel of the final query a marker row (flagged, filtered out
+  after the watermark, as the end-of-input sentinel) at the others' minimum
+  watermark plus the delay, every epoch while idle: the origin stops holding
+  back Spark's minimum, and its rows below it when it returns are dropped by
+  the merge's late-row filter (into `late_rows()`). As processing time it
+  needs a live source with arrival times: refused there.
+- `max_drift`: after each epoch the runner reads each stage query's watermark
+  (`lastProgress.eventTime.watermark`) and applies the direct runner's rule
+  (`runners.direct.alignment`) to decide which sources' next epoch files to
+  hold back. Live sources (Spark reads them itself): refused.
+- `metrics()`: rows in and out from an `observe()` per node, late and
+  invalid rows from the observed counts already kept, the watermark per
+  column from `eventTime.watermark` through each column's judge, the lag from
+  `eventTime.max`, state from `stateOperators[].numRowsTotal` (peak over the
+  batches).
 """
 
 from __future__ import annotations

@@ -213,7 +213,7 @@ class SparkStreamingResult:
         return self._metric(pcoll, "in_{}.invalid")
 
     def metrics(self) -> dict[str, TransformMetrics]:
-        """Not yet on unbounded input: refused (see the issue notes for the design)."""
+        """Not yet on unbounded input: refused (the plan is in `runners.spark.limits`)."""
         raise PipelineError(
             "metrics() of an unbounded pipeline is not supported by the Spark runner yet; "
             "use result.late_count(pc) and result.invalid_count(pc) for a WithWatermark, or "
