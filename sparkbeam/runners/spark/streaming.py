@@ -114,6 +114,15 @@ FAR_FUTURE = _dt.datetime(8000, 1, 1)
 FAR_FUTURE_INT = 100_000_000_000_000
 """The sentinels' times: beyond any real row, still a Spark timestamp once shifted."""
 
+ONE_WATERMARK = ("spark.sql.streaming.statefulOperator.allowMultiple", "false")
+"""Spark's stateful operators drop late input by the previous batch's watermark (and evict
+state by the current one), so that rows one operator emits are not late for the next. That
+is the model's watermark only when a no-data batch runs between two data batches, as when
+the runner feeds epochs; a live source with a backlog runs data batches back to back. With
+this setting every operator judges by the current batch's watermark: exact for the
+late-row filter and one operator after it (rows it passes lie above that watermark), wrong
+for an operator after another (what the first emits would be late for the second)."""
+
 STATELESS = (Map, Filter, Select, Tumble, Hop, Union, WriteFiles, ForEachBatch)
 """`WriteFiles` and `ForEachBatch` pass their rows on; they write only as a query's sink."""
 
@@ -229,6 +238,12 @@ class StreamingTranslation(Translation):
         self.live = live
         """Whether `ReadFiles(streaming=True)` is Spark's own file source (a production run)
         rather than replayed epoch by epoch (`collect`)."""
+        self.late_filter = "dedup"
+        """How `WithWatermark` drops late rows: a deduplication keyed on the judge, exact when
+        it judges by the current batch's watermark; or "current", a pass-through
+        `transformWithState` that compares with that watermark (`late_filter`)."""
+        self.one_watermark = False
+        """Start the query with `ONE_WATERMARK` (see `StreamingRun`)."""
         self.selected = set(range(len(nodes))) if selected is None else selected
         self.staged = staged or set()
         """`WithWatermark`s computed by an earlier stage: read their output instead."""
@@ -400,7 +415,7 @@ def with_watermark(translation: Translation, node: Node, inputs: Sequence[DataFr
     time = F.col(column)
     judge = own_judge(kind)
     marked = stateful(real, [judge(time)], delay_ms)
-    if run.live:
+    if run.late_filter == "current":
         filtered = current_watermark_filter(marked, schema, JUDGE, node.label)
     else:
         kept = marked.withColumn(ROW_ID, F.expr("uuid()"))
@@ -754,7 +769,19 @@ class Stage:
         writer = writer.outputMode("append").option("checkpointLocation", checkpoint)
         if trigger is not None:
             writer = writer.trigger(processingTime=trigger)
-        self.query = writer.start()
+        if not self.translation.one_watermark:
+            self.query = writer.start()
+            return
+        conf = self.translation.spark.conf
+        before = conf.get(ONE_WATERMARK[0], None)
+        conf.set(*ONE_WATERMARK)  # the query keeps the session's settings as it starts
+        try:
+            self.query = writer.start()
+        finally:
+            if before is None:
+                conf.unset(ONE_WATERMARK[0])
+            else:
+                conf.set(ONE_WATERMARK[0], before)
 
     def feed(self, epoch: int, final: bool) -> None:
         translation = self.translation
@@ -870,6 +897,12 @@ class StreamingRun:
             directory = os.path.join(self.directory, f"stage-{origin}")
             translation = StreamingTranslation(spark, nodes, directory, _ancestors(nodes, node))
             self.stages.append(Stage(translation, node, final.channel(f"staged-{origin}")))
+        if self.live:
+            # Back-to-back batches: judge late rows by the current batch's watermark.
+            if _stateful_depth(nodes, needed) <= 2:
+                final.one_watermark = True  # the filter and at most one operator after it
+            else:
+                final.late_filter = "current"
         self.final = Stage(final, target, sink=sink)
         self.stages.append(self.final)
 
@@ -921,6 +954,19 @@ class StreamingRun:
                 stage.query.stop()
         if not self.keep:
             shutil.rmtree(self.directory, ignore_errors=True)
+
+
+STATEFUL = (WithWatermark, CombinePerKey, Sort, Session, Join)
+
+
+def _stateful_depth(nodes: Sequence[Node], selected: set[int]) -> int:
+    """The most stateful operators (late-row filters included) on one path of a query."""
+    depth: dict[int, int] = {}
+    for node_id in sorted(selected):
+        node = nodes[node_id]
+        above = max((depth.get(i, 0) for i in node.inputs), default=0)
+        depth[node_id] = above + isinstance(node.transform, STATEFUL)
+    return max(depth.values(), default=0)
 
 
 def _origins_meet(nodes: Sequence[Node], ancestors: set[int]) -> bool:
