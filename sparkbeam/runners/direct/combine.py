@@ -16,8 +16,8 @@ from __future__ import annotations
 import copy
 import heapq
 from collections import Counter
-from collections.abc import Hashable, Sequence
-from itertools import compress
+from collections.abc import Hashable, Iterable, Sequence
+from itertools import compress, repeat
 from typing import Any
 
 from sparkbeam.graph import EdgeInfo, Node
@@ -243,21 +243,22 @@ class CombineOperator(Operator):
         assert isinstance(key, tuple)
         return key[self.positions[column]]
 
-    def on_chunk(self, port: int, chunk: Chunk) -> list[Message]:
+    def _keys(self, chunk: Chunk) -> Iterable[Key]:
+        """Each row's key, as an iterator: a tuple made and looked up at once is cheap."""
         key_columns = [chunk.columns[k] for k in self.keys]
-        keys: list[Key]
         if len(key_columns) == 1:
-            keys = key_columns[0]
-        elif key_columns:
-            keys = list(zip(*key_columns, strict=True))
-        else:
-            keys = [()] * chunk.size
+            return key_columns[0]
+        if key_columns:
+            return zip(*key_columns, strict=True)
+        return repeat((), chunk.size)
+
+    def on_chunk(self, port: int, chunk: Chunk) -> list[Message]:
         groups = self.groups
         try:
-            slots = list(map(groups.__getitem__, keys))
+            slots = list(map(groups.__getitem__, self._keys(chunk)))
         except KeyError:  # rows of groups not open yet
-            self._open([key for key in dict.fromkeys(keys) if key not in groups])
-            slots = list(map(groups.__getitem__, keys))
+            self._open([key for key in dict.fromkeys(self._keys(chunk)) if key not in groups])
+            slots = list(map(groups.__getitem__, self._keys(chunk)))
         for table in self.tables:
             table.add(slots, chunk)
         return []
