@@ -21,6 +21,7 @@ variant reads the same epoch files, fed one epoch at a time with
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -195,6 +196,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument(
+        "--variants", default="", help="comma-separated names to run (default: all)"
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON line (for run.py)")
     args = parser.parse_args()
     spark = session()
     epochs = make_epochs(args.rows, args.epochs)
@@ -213,9 +218,16 @@ def main() -> None:
         ),
         "sparkbeam": lambda: run_sparkbeam(spark, epochs),
     }
+    if args.variants:
+        wanted = {"hand-written", *args.variants.split(",")}
+        variants = {name: run for name, run in variants.items() if name in wanted}
     variants["hand-written"]()  # warm-up
     results = {name: variant() for name, variant in variants.items()}
     base = results["hand-written"]
+    if args.json:
+        print(json.dumps({"rows": args.rows, "epochs": args.epochs, "seconds": results}))
+        shutil.rmtree(data, ignore_errors=True)
+        return
     print(
         f"Spark streaming, watermark + tumble 60 s + per-key sum, {args.rows:,} rows, "
         f"{args.epochs} epochs, local[2]"
