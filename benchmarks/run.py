@@ -19,7 +19,9 @@ to 5 s, watermark with a 5 s delay, 60 s tumbling windows, per-key sum):
 - `spark-batch`: `benchmarks/spark_batch.py` (sparkbeam's translation against
   the same job written in PySpark, 10 million rows, median of 3).
 - `spark-streaming`: `benchmarks/spark_streaming.py` (the same as a streaming
-  query, 1 million rows in 10 epochs).
+  query, 1 million rows in 10 epochs fed one at a time) and
+  `benchmarks/spark_streaming_live.py` (the same files read by Spark's own file
+  source with all of them waiting: production with a backlog).
 
 Each direct-runner and Beam figure is the best of `--repeat` runs, each in a
 fresh process (so peak memory, `ru_maxrss`, is that configuration's alone).
@@ -271,6 +273,11 @@ def main() -> None:
             ["--rows", str(rows), "--epochs", str(epochs), "--variants", "hand-written,sparkbeam"],
         )
         spark_lines(f"spark streaming, {epochs} epochs", streaming, 0.25, lines, targets)
+        live = spark_script(
+            "spark_streaming_live.py",
+            ["--rows", str(rows), "--epochs", str(epochs), "--variants", "hand-written,sparkbeam"],
+        )
+        spark_lines(f"spark streaming, live, {epochs} files", live, 0.25, lines, targets)
 
     print(f"sparkbeam benchmarks, {time.strftime('%Y-%m-%d')}: {started}")
     print(table(lines))

@@ -23,6 +23,7 @@ variant runs to the end of the backlog (`processAllAvailable()`):
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import tempfile
@@ -117,11 +118,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument(
+        "--variants", default="", help="comma-separated names to run (default: all)"
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON line (for run.py)")
     args = parser.parse_args()
     spark = session()
     data = tempfile.mkdtemp(prefix="sparkbeam-bench-data-")
     write_files(make_epochs(args.rows, args.epochs), data)
-    assert SCHEMA.names == ROWS.names
+    assert SCHEMA.names == list(ROWS.names)
     variants: dict[str, Callable[[], float]] = {
         "hand-written": lambda: run_backlog(
             spark, lambda d: hand_written(spark, d, None), data, False
@@ -134,9 +139,16 @@ def main() -> None:
         ),
         "sparkbeam": lambda: run_sparkbeam(spark, data),
     }
+    if args.variants:
+        wanted = {"hand-written", *args.variants.split(",")}
+        variants = {name: run for name, run in variants.items() if name in wanted}
     variants["hand-written"]()  # warm-up
     results = {name: variant() for name, variant in variants.items()}
     base = results["hand-written"]
+    if args.json:
+        print(json.dumps({"rows": args.rows, "epochs": args.epochs, "seconds": results}))
+        shutil.rmtree(data, ignore_errors=True)
+        return
     print(
         f"Spark streaming, live file source with a backlog: watermark + tumble 60 s + per-key "
         f"sum, {args.rows:,} rows, {args.epochs} files, local[2]"

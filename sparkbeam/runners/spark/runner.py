@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import io
 import os
@@ -251,6 +252,21 @@ class SparkStreamingResult:
             self.runs[pcoll.node.id] = run
         return run
 
+    def prepare(self, *pcolls: PCollection) -> None:
+        """Run the queries of `pcolls` side by side, so that collecting them is immediate.
+
+        Each query spends most of a micro-batch waiting on Spark's scheduling,
+        so several at once take little longer than one.
+        """
+        waiting = [pc for pc in dict.fromkeys(pcolls) if pc.node.id not in self.runs]
+        if len(waiting) < 2:
+            for pcoll in waiting:
+                self._run(pcoll)
+            return
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(waiting)) as pool:
+            for future in [pool.submit(self._run, pcoll) for pcoll in waiting]:
+                future.result()
+
     def collect(self, pcoll: PCollection) -> list[Row]:
         return [row for epoch in self.collect_by_epoch(pcoll) for row in epoch]
 
@@ -264,9 +280,12 @@ class SparkStreamingResult:
                 "PCollection that .with_watermark(...) returned"
             )
         key = name.format(pcoll.node.id)
-        for run in self.runs.values():  # any query that held this WithWatermark counted it
-            if f"in_{pcoll.node.id}.rows" in run.metrics:
-                return run.metrics.get(key, 0)
+        # Any query that held this WithWatermark counted it; a live sink's query counts the
+        # micro-batches run so far.
+        for run in [*self.sinks.values(), *self.runs.values()]:
+            metrics = run.metrics
+            if f"in_{pcoll.node.id}.rows" in metrics:
+                return metrics.get(key, 0)
         return self._run(pcoll).metrics.get(key, 0)
 
     def late_count(self, pcoll: PCollection) -> int:

@@ -53,7 +53,9 @@ def write_epoch(directory: Any, index: int) -> None:
     os.utime(path, (1_700_000_000 + index, 1_700_000_000 + index))
 
 
-def per_window(p: sb.Pipeline, source: str, slow: str | None = None) -> sb.PCollection:
+def per_window(
+    p: sb.Pipeline, source: str, slow: str | None = None, watermarked: list[Any] | None = None
+) -> sb.PCollection:
     rows = p | sb.ReadFiles(source, schema=SCHEMA, streaming=True)
     if slow is not None:
         marker = slow
@@ -64,10 +66,11 @@ def per_window(p: sb.Pipeline, source: str, slow: str | None = None) -> sb.PColl
             return True
 
         rows = rows.filter(hold_up)
-    return (
-        rows.with_watermark("t", "5 seconds")
-        .tumble("t", "15 seconds")
-        .combine_per_key(["k", "window_start"], n=sb.Count(), total=sb.Sum("v"))
+    w = rows.with_watermark("t", "5 seconds")
+    if watermarked is not None:
+        watermarked.append(w)
+    return w.tumble("t", "15 seconds").combine_per_key(
+        ["k", "window_start"], n=sb.Count(), total=sb.Sum("v")
     )
 
 
@@ -132,10 +135,12 @@ def test_live_files_survive_a_stop_between_batches_and_a_stop_during_one(
     slow = str(tmp_path / "slow")
     os.makedirs(source)
 
+    watermarked: list[Any] = []
+
     def start() -> Any:
         runner = sb.SparkRunner(spark=spark, checkpoint_location=checkpoints)
         p = sb.Pipeline(runner=runner)
-        per_window(p, source, slow).write_files(out)
+        per_window(p, source, slow, watermarked).write_files(out)
         return p.run()
 
     write_epoch(source, 0)
@@ -144,6 +149,7 @@ def test_live_files_survive_a_stop_between_batches_and_a_stop_during_one(
     assert len(first.queries) == 1
     first.process_all_available()
     first.stop()
+    assert first.late_count(watermarked[-1]) == 1  # epoch 1's row from the start
     after_two = read_sink(out)
     assert after_two  # windows closed by the second epoch's watermark
 
