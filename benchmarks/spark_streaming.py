@@ -218,24 +218,29 @@ def main() -> None:
         ),
         "sparkbeam": lambda: run_sparkbeam(spark, epochs),
     }
+    title = (
+        f"Spark streaming, watermark + tumble 60 s + per-key sum, {args.rows:,} rows, "
+        f"{args.epochs} epochs, local[2]"
+    )
+    measure(variants, args, title)
+    shutil.rmtree(data, ignore_errors=True)
+
+
+def measure(variants: dict[str, Callable[[], float]], args: argparse.Namespace, title: str) -> None:
+    """Run the chosen variants after a warm-up; print a table, or one JSON line for run.py."""
     if args.variants:
         wanted = {"hand-written", *args.variants.split(",")}
         variants = {name: run for name, run in variants.items() if name in wanted}
     variants["hand-written"]()  # warm-up
     results = {name: variant() for name, variant in variants.items()}
-    base = results["hand-written"]
     if args.json:
         print(json.dumps({"rows": args.rows, "epochs": args.epochs, "seconds": results}))
-        shutil.rmtree(data, ignore_errors=True)
         return
-    print(
-        f"Spark streaming, watermark + tumble 60 s + per-key sum, {args.rows:,} rows, "
-        f"{args.epochs} epochs, local[2]"
-    )
-    print(f"{'query':<30} {'seconds':>8} {'rows/s':>10} {'vs hand-written':>16}")
+    base = results["hand-written"]
+    print(title)
+    print(f"{'query':<32} {'seconds':>8} {'rows/s':>10} {'vs hand-written':>16}")
     for name, seconds in results.items():
-        print(f"{name:<30} {seconds:>8.2f} {args.rows / seconds:>10,.0f} {seconds / base:>15.2f}x")
-    shutil.rmtree(data, ignore_errors=True)
+        print(f"{name:<32} {seconds:>8.2f} {args.rows / seconds:>10,.0f} {seconds / base:>15.2f}x")
 
 
 if __name__ == "__main__":

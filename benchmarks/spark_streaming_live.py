@@ -23,7 +23,6 @@ variant runs to the end of the backlog (`processAllAvailable()`):
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import tempfile
@@ -34,7 +33,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from spark_streaming import SCHEMA, hand_written, make_epochs, session, write_files
+from spark_streaming import SCHEMA, hand_written, make_epochs, measure, session, write_files
 
 import sparkbeam as sb
 from sparkbeam.runners.spark.late_filter import current_watermark_filter
@@ -44,26 +43,24 @@ from sparkbeam.schema import Schema
 ROWS = Schema.of({"key": str, "amount": float, "event_time": datetime})
 
 
-def dedup_filter(frame: DataFrame) -> DataFrame:
+def marked(frame: DataFrame) -> DataFrame:
+    """The rows with the judge (`t + 1 us`) carrying the watermark, as the runner marks them."""
     judge = F.timestamp_micros(F.unix_micros("event_time") + 1)
-    marked = frame.select(
-        "key",
-        "amount",
-        F.col("event_time").alias("event_time", metadata={}),
-        judge.alias("judge", metadata={"spark.watermarkDelayMs": 5000}),
-    ).withColumn("row", F.expr("uuid()"))
-    return marked.dropDuplicates(["row", "judge"]).drop("row", "judge")
-
-
-def tws_filter(frame: DataFrame) -> DataFrame:
-    judge = F.timestamp_micros(F.unix_micros("event_time") + 1)
-    marked = frame.select(
+    return frame.select(
         "key",
         "amount",
         F.col("event_time").alias("event_time", metadata={}),
         judge.alias("judge", metadata={"spark.watermarkDelayMs": 5000}),
     )
-    return current_watermark_filter(marked, ROWS, "judge", "bench")
+
+
+def dedup_filter(frame: DataFrame) -> DataFrame:
+    kept = marked(frame).withColumn("row", F.expr("uuid()"))
+    return kept.dropDuplicates(["row", "judge"]).drop("row", "judge")
+
+
+def tws_filter(frame: DataFrame) -> DataFrame:
+    return current_watermark_filter(marked(frame), ROWS, "judge", "bench")
 
 
 def run_backlog(
@@ -139,23 +136,11 @@ def main() -> None:
         ),
         "sparkbeam": lambda: run_sparkbeam(spark, data),
     }
-    if args.variants:
-        wanted = {"hand-written", *args.variants.split(",")}
-        variants = {name: run for name, run in variants.items() if name in wanted}
-    variants["hand-written"]()  # warm-up
-    results = {name: variant() for name, variant in variants.items()}
-    base = results["hand-written"]
-    if args.json:
-        print(json.dumps({"rows": args.rows, "epochs": args.epochs, "seconds": results}))
-        shutil.rmtree(data, ignore_errors=True)
-        return
-    print(
+    title = (
         f"Spark streaming, live file source with a backlog: watermark + tumble 60 s + per-key "
         f"sum, {args.rows:,} rows, {args.epochs} files, local[2]"
     )
-    print(f"{'query':<32} {'seconds':>8} {'rows/s':>10} {'vs hand-written':>16}")
-    for name, seconds in results.items():
-        print(f"{name:<32} {seconds:>8.2f} {args.rows / seconds:>10,.0f} {seconds / base:>15.2f}x")
+    measure(variants, args, title)
     shutil.rmtree(data, ignore_errors=True)
 
 
