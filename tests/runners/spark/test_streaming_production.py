@@ -8,6 +8,9 @@ end, so Spark never flushes).
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from datetime import datetime, timedelta
@@ -62,6 +65,7 @@ def per_window(
 
         def hold_up(row: dict[str, Any]) -> bool:
             if os.path.exists(marker):
+                open(marker + ".started", "w").close()
                 time.sleep(60)  # stopped from outside long before this ends
             return True
 
@@ -172,6 +176,62 @@ def test_live_files_survive_a_stop_between_batches_and_a_stop_during_one(
     third = start()
     third.process_all_available()
     third.stop()
+    assert row_multiset(read_sink(out)) == row_multiset(direct_before_flush(source))
+
+
+KILLED_DRIVER = """
+import os, sys
+sys.path.insert(0, {root!r})
+os.environ["PYSPARK_PYTHON"] = sys.executable
+from pyspark.sql import SparkSession
+import sparkbeam as sb
+from tests.conftest import SPARK_CONF
+from tests.runners.spark.test_streaming_production import per_window
+builder = SparkSession.builder
+for key, value in SPARK_CONF.items():
+    builder = builder.config(key, value)
+spark = builder.getOrCreate()
+p = sb.Pipeline(runner=sb.SparkRunner(spark=spark, checkpoint_location={checkpoints!r}))
+per_window(p, {source!r}, {slow!r}).write_files({out!r})
+p.run().process_all_available()
+"""
+
+
+def test_live_files_survive_a_driver_killed_during_a_batch(spark: Any, tmp_path: Any) -> None:
+    """The driver (Python and its JVM) killed with SIGKILL in the middle of the first
+    micro-batch; a new one started on the same checkpoint writes every row once."""
+    source, out, checkpoints = (str(tmp_path / name) for name in ("in", "out", "ckpt"))
+    slow = str(tmp_path / "slow")
+    os.makedirs(source)
+    for index in range(3):
+        write_epoch(source, index)
+    open(slow, "w").close()
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    script = KILLED_DRIVER.format(
+        root=root, checkpoints=checkpoints, source=source, slow=slow, out=out
+    )
+    driver = subprocess.Popen(
+        [sys.executable, "-c", script],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120
+    while not os.path.exists(slow + ".started") and time.monotonic() < deadline:
+        assert driver.poll() is None, "the driver ended before its first batch"
+        time.sleep(0.2)
+    assert os.path.exists(slow + ".started")
+    os.killpg(driver.pid, signal.SIGKILL)
+    driver.wait(timeout=60)
+    os.remove(slow)
+    assert os.listdir(checkpoints)  # the killed query left its checkpoint
+
+    runner = sb.SparkRunner(spark=spark, checkpoint_location=checkpoints)
+    p = sb.Pipeline(runner=runner)
+    per_window(p, source, slow).write_files(out)  # the same query, the marker gone
+    result = p.run()
+    result.process_all_available()
+    result.stop()
     assert row_multiset(read_sink(out)) == row_multiset(direct_before_flush(source))
 
 
