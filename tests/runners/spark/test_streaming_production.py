@@ -332,3 +332,23 @@ def test_read_from_spark_errors_name_the_source_and_what_to_do(spark_runner: Any
     p | sb.ReadFromSpark("kafka", {"subscribe": "orders"})
     with pytest.raises(sb.PipelineError, match=r"Spark runner only.*TestStream or ReadFiles"):
         p.run()
+
+
+def test_bounded_read_from_spark_and_for_each_batch_in_a_batch_job(
+    spark_runner: Any, tmp_path: Any
+) -> None:
+    """Bounded input: ReadFromSpark(bounded=True) is `spark.read`; ForEachBatch gets one call."""
+    source = str(tmp_path / "in")
+    os.makedirs(source)
+    for index in range(2):
+        write_epoch(source, index)
+    calls: list[tuple[int, list[dict[str, Any]]]] = []
+    p = sb.Pipeline(runner=spark_runner)
+    rows = p | sb.ReadFromSpark("parquet", {"path": source}, schema=SCHEMA, bounded=True)
+    assert rows.bounded
+    rows.for_each_batch(lambda batch_rows, batch: calls.append((batch, batch_rows)))
+    result = p.run()
+    want = [row for index in range(2) for row in epoch_rows(index)]
+    assert row_multiset(result.collect(rows)) == row_multiset(want)
+    assert [batch for batch, _ in calls] == [0]
+    assert row_multiset(calls[0][1]) == row_multiset(want)
