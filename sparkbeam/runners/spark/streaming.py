@@ -66,6 +66,7 @@ from sparkbeam.runners.spark.translate import (
     _long,
     connector_frame,
     file_options,
+    files_schema,
     join_output,
     units,
 )
@@ -244,6 +245,9 @@ class StreamingTranslation(Translation):
         `transformWithState` that compares with that watermark (`late_filter`)."""
         self.one_watermark = False
         """Start the query with `ONE_WATERMARK` (see `StreamingRun`)."""
+        self.judged: dict[int, DataFrame] = {}
+        """For each `WithWatermark`: its rows with an event time, before the late-row filter,
+        with the judge column (where its late rows come from)."""
         self.selected = set(range(len(nodes))) if selected is None else selected
         self.staged = staged or set()
         """`WithWatermark`s computed by an earlier stage: read their output instead."""
@@ -375,11 +379,14 @@ def epoch_source(translation: Translation, node: Node, inputs: Sequence[DataFram
 def live_files(run: StreamingTranslation, node: Node) -> DataFrame:
     """`ReadFiles(streaming=True)` in a production run: Spark's file source on the directory,
     one new file per micro-batch (an epoch, as on the direct runner). Spark takes new
-    files in the order of their modification times; the direct runner in name order."""
+    files in the order of their modification times; the direct runner in name order.
+    CSV columns are read in the header order of the first file there at the start."""
     transform = node.transform
     assert isinstance(transform, ReadFiles)
+    files = data_files(transform.path, node.label)
+    schema = files_schema(transform.format, files, node.info.schema, node.label)
     reader = run.spark.readStream.format(transform.format)
-    reader = reader.schema(spark_schema(node.info.schema, node.label))
+    reader = reader.schema(spark_schema(schema, node.label))
     options = {**file_options(transform.format, write=False), "maxFilesPerTrigger": "1"}
     return connector_frame(reader.options(**options).load(transform.path), node)
 
@@ -415,6 +422,7 @@ def with_watermark(translation: Translation, node: Node, inputs: Sequence[DataFr
     time = F.col(column)
     judge = own_judge(kind)
     marked = stateful(real, [judge(time)], delay_ms)
+    run.judged[node.id] = marked
     if run.late_filter == "current":
         filtered = current_watermark_filter(marked, schema, JUDGE, node.label)
     else:

@@ -134,24 +134,27 @@ def read_files(translation: Translation, node: Node, inputs: Sequence[DataFrame]
     assert isinstance(transform, ReadFiles)
     schema = node.info.schema
     files = data_files(transform.path, node.label)  # PipelineError if the path went away
-    file_schema = schema
-    if transform.format == "csv" and files:
-        # Spark matches CSV columns by position: read them in the header's order, by name.
-        with open(files[0], encoding="utf-8", newline="") as handle:
-            header = next(csv.reader(handle), [])
-        missing = [name for name in schema.names if name not in header]
-        if missing:
-            raise DataError(
-                f"{node.label}: {files[0]!r} has no column(s) {missing} in its header row "
-                f"{header}; fix schema= or the files"
-            )
-        file_schema = Schema(
-            tuple((name, schema.type_of(name) if name in schema else str) for name in header)
-        )
+    file_schema = files_schema(transform.format, files, schema, node.label)
     reader = translation.spark.read.format(transform.format)
     reader = reader.schema(spark_schema(file_schema, node.label))
     frame = reader.options(**file_options(transform.format, write=False)).load(transform.path)
     return frame.select(*schema.names)
+
+
+def files_schema(format: str, files: Sequence[str], schema: Schema, label: str) -> Schema:
+    """The schema Spark reads the files with: for CSV, whose columns Spark matches by
+    position, the first file's header order (every column by name)."""
+    if format != "csv" or not files:
+        return schema
+    with open(files[0], encoding="utf-8", newline="") as handle:
+        header = next(csv.reader(handle), [])
+    missing = [name for name in schema.names if name not in header]
+    if missing:
+        raise DataError(
+            f"{label}: {files[0]!r} has no column(s) {missing} in its header row "
+            f"{header}; fix schema= or the files"
+        )
+    return Schema(tuple((name, schema.type_of(name) if name in schema else str) for name in header))
 
 
 def _require_time(frame: DataFrame, column: str, label: str, schema: Schema) -> DataFrame:
