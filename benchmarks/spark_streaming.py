@@ -192,15 +192,20 @@ def run_sparkbeam(spark: SparkSession, epochs: list[list[dict[str, Any]]]) -> fl
     return time.perf_counter() - start
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--rows", type=int, default=2_000_000)
+def arguments(doc: str | None, rows: int) -> argparse.Namespace:
+    """The options both streaming benchmarks take."""
+    parser = argparse.ArgumentParser(description=doc)
+    parser.add_argument("--rows", type=int, default=rows)
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument(
         "--variants", default="", help="comma-separated names to run (default: all)"
     )
     parser.add_argument("--json", action="store_true", help="print one JSON line (for run.py)")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = arguments(__doc__, rows=2_000_000)
     spark = session()
     epochs = make_epochs(args.rows, args.epochs)
     data = tempfile.mkdtemp(prefix="sparkbeam-bench-data-")

@@ -22,7 +22,6 @@ variant runs to the end of the backlog (`processAllAvailable()`):
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import tempfile
@@ -33,7 +32,15 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from spark_streaming import SCHEMA, hand_written, make_epochs, measure, session, write_files
+from spark_streaming import (
+    SCHEMA,
+    arguments,
+    hand_written,
+    make_epochs,
+    measure,
+    session,
+    write_files,
+)
 
 import sparkbeam as sb
 from sparkbeam.runners.spark.late_filter import current_watermark_filter
@@ -112,14 +119,7 @@ def run_sparkbeam(spark: SparkSession, data: str) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--epochs", type=int, default=10)
-    parser.add_argument(
-        "--variants", default="", help="comma-separated names to run (default: all)"
-    )
-    parser.add_argument("--json", action="store_true", help="print one JSON line (for run.py)")
-    args = parser.parse_args()
+    args = arguments(__doc__, rows=1_000_000)
     spark = session()
     data = tempfile.mkdtemp(prefix="sparkbeam-bench-data-")
     write_files(make_epochs(args.rows, args.epochs), data)
