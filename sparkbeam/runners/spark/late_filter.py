@@ -29,17 +29,13 @@ from sparkbeam.runners.spark.keyed_state import KEY, as_longs, as_times, in_micr
 from sparkbeam.schema import Schema
 
 JUDGE_US = "__sparkbeam_judge_us"
-WATERMARK_MS = "__sparkbeam_watermark_ms"
-"""On late rows: Spark's watermark (shifted, milliseconds) they were judged against."""
 
 
 class CurrentWatermarkFilter(StatefulProcessor):
-    """Passes the rows whose judge lies above the current batch's watermark (`J > W`), or,
-    with `late`, the others, each with that watermark (`WATERMARK_MS`)."""
+    """Passes the rows whose judge lies above the current batch's watermark (`J > W`)."""
 
-    def __init__(self, names: list[str], late: bool = False) -> None:
+    def __init__(self, names: list[str]) -> None:
         self.names = names
-        self.late = late
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         pass
@@ -47,15 +43,8 @@ class CurrentWatermarkFilter(StatefulProcessor):
     def handleInputRows(
         self, key: Any, rows: Iterator[Row], timerValues: TimerValues
     ) -> Iterator[Row]:
-        watermark_ms = timerValues.getCurrentWatermarkInMs()
-        watermark_us = watermark_ms * 1000
+        watermark_us = timerValues.getCurrentWatermarkInMs() * 1000
         names = self.names
-        if self.late:
-            for row in rows:
-                if row[JUDGE_US] <= watermark_us:
-                    values = {name: row[name] for name in names}
-                    yield Row(**values, **{WATERMARK_MS: watermark_ms})
-            return
         for row in rows:
             if row[JUDGE_US] > watermark_us:
                 yield Row(**{name: row[name] for name in names})
@@ -64,24 +53,17 @@ class CurrentWatermarkFilter(StatefulProcessor):
         pass
 
 
-def current_watermark_filter(
-    frame: DataFrame, schema: Schema, judge: str, label: str, late: bool = False
-) -> DataFrame:
-    """The rows of `frame` (with the judge column `judge`) that are not late this batch; with
-    `late`, the rows that are, with the watermark they were judged against (`WATERMARK_MS`,
-    Spark's, in milliseconds)."""
+def current_watermark_filter(frame: DataFrame, schema: Schema, judge: str, label: str) -> DataFrame:
+    """The rows of `frame` (with the judge column `judge`) that are not late this batch."""
     prepared = frame.select(
         *in_micros(schema),
         F.unix_micros(judge).alias(JUDGE_US),
         F.spark_partition_id().alias(KEY),
     )
-    out = as_longs(schema)
-    if late:
-        out = out.with_columns((WATERMARK_MS, int))
     passed = prepared.groupBy(KEY).transformWithState(
-        CurrentWatermarkFilter(list(schema.names), late),
-        spark_schema(out, label),
+        CurrentWatermarkFilter(list(schema.names)),
+        spark_schema(as_longs(schema), label),
         "Append",
         "EventTime",
     )
-    return passed.select(*as_times(schema), *([WATERMARK_MS] if late else []))
+    return passed.select(*as_times(schema))

@@ -245,9 +245,6 @@ class StreamingTranslation(Translation):
         `transformWithState` that compares with that watermark (`late_filter`)."""
         self.one_watermark = False
         """Start the query with `ONE_WATERMARK` (see `StreamingRun`)."""
-        self.judged: dict[int, DataFrame] = {}
-        """For each `WithWatermark`: its rows with an event time, before the late-row filter,
-        with the judge column (where its late rows come from)."""
         self.selected = set(range(len(nodes))) if selected is None else selected
         self.staged = staged or set()
         """`WithWatermark`s computed by an earlier stage: read their output instead."""
@@ -422,7 +419,6 @@ def with_watermark(translation: Translation, node: Node, inputs: Sequence[DataFr
     time = F.col(column)
     judge = own_judge(kind)
     marked = stateful(real, [judge(time)], delay_ms)
-    run.judged[node.id] = marked
     if run.late_filter == "current":
         filtered = current_watermark_filter(marked, schema, JUDGE, node.label)
     else:
