@@ -10,6 +10,7 @@ from typing import Any
 from sparkbeam.errors import DataError, InvariantViolation, PipelineError
 from sparkbeam.graph import PTransform
 from sparkbeam.messages import Watermark
+from sparkbeam.metrics import TransformMetrics
 from sparkbeam.pipeline import PCollection, Pipeline, PipelineResult
 from sparkbeam.runners.direct import DirectRunner
 from sparkbeam.schema import Schema
@@ -19,6 +20,7 @@ from sparkbeam.transforms.connectors import ForEachBatch, ReadFromSpark
 from sparkbeam.transforms.elementwise import Expr, Filter, Map, Select, col
 from sparkbeam.transforms.files import ReadFiles, WriteFiles
 from sparkbeam.transforms.join import Join
+from sparkbeam.transforms.late import invalid_rows, late_rows
 from sparkbeam.transforms.sort import Sort
 from sparkbeam.transforms.sources import Create, TestStream
 from sparkbeam.transforms.union import Union
@@ -65,6 +67,7 @@ __all__ = [
     "SparkRunner",
     "Sum",
     "TestStream",
+    "TransformMetrics",
     "Tumble",
     "Union",
     "Watermark",
@@ -73,4 +76,6 @@ __all__ = [
     "assert_that",
     "col",
     "equal_to",
+    "invalid_rows",
+    "late_rows",
 ]

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from sparkbeam.errors import PipelineError
 from sparkbeam.graph import EdgeInfo, Labelled, Node, PrimitiveTransform, PTransform
 from sparkbeam.messages import Watermark
+from sparkbeam.metrics import TransformMetrics
 from sparkbeam.schema import Row, Schema
 from sparkbeam.time import Duration
 from sparkbeam.transforms.combine import AggregateFn, CombineFn, CombinePerKey
@@ -26,9 +27,10 @@ from sparkbeam.transforms.connectors import ForEachBatch
 from sparkbeam.transforms.elementwise import Expr, Filter, Map, Select
 from sparkbeam.transforms.files import WriteFiles
 from sparkbeam.transforms.join import Join
+from sparkbeam.transforms.late import invalid_rows, late_rows
 from sparkbeam.transforms.sort import Sort
 from sparkbeam.transforms.union import Union
-from sparkbeam.transforms.watermark import WithWatermark
+from sparkbeam.transforms.watermark import IdleAfter, WithWatermark
 from sparkbeam.transforms.windows import Hop, Session, Tumble
 
 
@@ -38,6 +40,8 @@ class PipelineResult(Protocol):
     def collect(self, pcoll: PCollection) -> list[Row]: ...
 
     def late_count(self, pcoll: PCollection) -> int: ...
+
+    def metrics(self) -> dict[str, TransformMetrics]: ...
 
 
 class Runner(Protocol):
@@ -205,9 +209,26 @@ class PCollection:
 
     # The fluent API: one method per transform, same arguments (SPEC section 4).
 
-    def with_watermark(self, column: str, delay: Duration, emit: str = "periodic") -> PCollection:
+    def with_watermark(
+        self,
+        column: str,
+        delay: Duration,
+        emit: str = "periodic",
+        *,
+        idle_after: IdleAfter | None = None,
+        max_drift: Duration | None = None,
+    ) -> PCollection:
+        return self | WithWatermark(
+            column, delay, emit=emit, idle_after=idle_after, max_drift=max_drift
+        )
 
-        return self | WithWatermark(column, delay, emit=emit)
+    def late_rows(self) -> PCollection:
+        """The rows the `WithWatermark`, `Union` or `Join` that produced this dropped as late."""
+        return late_rows(self)
+
+    def invalid_rows(self) -> PCollection:
+        """The rows the `WithWatermark` that produced this dropped for a `None` event time."""
+        return invalid_rows(self)
 
     def tumble(self, column: str, size: Duration, offset: Duration = 0) -> PCollection:
 
@@ -225,8 +246,8 @@ class PCollection:
     def sort(self, column: str, keys: str | Sequence[str] = ()) -> PCollection:
         return self | Sort(column, keys=keys)
 
-    def union(self, *others: PCollection) -> PCollection:
-        return self | Union(*others)
+    def union(self, *others: PCollection, policy: str = "min") -> PCollection:
+        return self | Union(*others, policy=policy)
 
     def join(
         self,
@@ -237,8 +258,9 @@ class PCollection:
         times: tuple[str, str] | None = None,
         within: tuple[Duration, Duration] | None = None,
         suffix: str = "_right",
+        policy: str = "min",
     ) -> PCollection:
-        return self | Join(other, on, how, times=times, within=within, suffix=suffix)
+        return self | Join(other, on, how, times=times, within=within, suffix=suffix, policy=policy)
 
     def combine_per_key(
         self, keys: str | Sequence[str], **aggregates: AggregateFn | CombineFn

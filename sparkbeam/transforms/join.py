@@ -16,7 +16,12 @@
   right row once the left side's watermark on `left_time` exceeds
   `right_time - lower`.
 - **Watermarks**: on key columns watermarked on both sides, the minimum of
-  both; all others are dropped.
+  both (`policy="min"`, the default) or the maximum (`policy="max"`, Spark's
+  `multipleWatermarkPolicy=max`); all others are dropped. A row whose window
+  key is below the output watermark cannot match without breaking invariant
+  W: it is late, dropped and counted (`late_rows()` of the join, laid out as
+  an unmatched row). That happens with `policy="max"` and when an idle side
+  (`WithWatermark(idle_after=...)`, left out of the minimum) comes back.
 - On unbounded input a join that no watermark can clean (no key watermarked
   on both sides and no interval condition with watermarks on both times)
   would hold state forever: it is refused when applied.
@@ -35,6 +40,7 @@ from sparkbeam.errors import PipelineError
 from sparkbeam.graph import EdgeInfo, PrimitiveTransform
 from sparkbeam.schema import Schema, type_name
 from sparkbeam.time import Duration
+from sparkbeam.transforms.union import check_policy
 from sparkbeam.transforms.validation import offset_on, require_time_column
 
 if TYPE_CHECKING:
@@ -61,6 +67,7 @@ class Join(PrimitiveTransform):
     times: tuple[str, str] | None
     within: tuple[Duration, Duration] | None
     suffix: str
+    policy: str
 
     def __init__(
         self,
@@ -71,6 +78,7 @@ class Join(PrimitiveTransform):
         times: tuple[str, str] | None = None,
         within: tuple[Duration, Duration] | None = None,
         suffix: str = "_right",
+        policy: str = "min",
     ) -> None:
         keys = (on,) if isinstance(on, str) else tuple(on)
         if (times is None) != (within is None):
@@ -85,6 +93,7 @@ class Join(PrimitiveTransform):
             None if times is None else (times[0], times[1]),
             None if within is None else (within[0], within[1]),
             suffix,
+            policy,
         )
 
     def extra_inputs(self) -> tuple[PCollection, ...]:
@@ -97,6 +106,7 @@ class Join(PrimitiveTransform):
         left, right = inputs
         if self.how not in JOIN_KINDS:
             raise PipelineError(f"{label}: how={self.how!r}; use one of {list(JOIN_KINDS)}")
+        check_policy(self.policy, label)
         if not self.on:
             raise PipelineError(f"{label}: name the key column(s) to join on with on=")
         for side, info in (("left", left), ("right", right)):

@@ -1,9 +1,19 @@
 """`Union`: all rows of all inputs, which must have the same schema.
 
 Watermark rule (RisingWave's merger): a column keeps a watermark only when
-every input carries one on it; the output watermark is the minimum of the
-inputs' latest watermarks, emitted once every input has one. Chunks pass
-through at once.
+every input carries one on it; with `policy="min"` (the default, the model's
+rule) the output watermark is the minimum of the inputs' latest watermarks,
+emitted once every input has one. Chunks pass through at once.
+
+`policy="max"` follows the fastest input instead (Spark's
+`multipleWatermarkPolicy=max`): the output watermark is the maximum of the
+inputs' latest watermarks, emitted as soon as one input has one. Rows of a
+slower input below the output watermark are then late: the `Union` drops
+them (so invariant W holds on its output) and they go to its `late_rows()`.
+
+Idle inputs (`WithWatermark(idle_after=...)` upstream) are left out of the
+minimum or maximum until they bring rows again; their rows below the output
+watermark are late here too.
 """
 
 from __future__ import annotations
@@ -19,15 +29,28 @@ from sparkbeam.graph import EdgeInfo, PrimitiveTransform
 if TYPE_CHECKING:
     from sparkbeam.pipeline import PCollection
 
+POLICIES = ("min", "max")
+
+
+def check_policy(policy: object, label: str) -> None:
+    """`policy` is one of `POLICIES`; `PipelineError` naming `label` otherwise."""
+    if not isinstance(policy, str) or policy not in POLICIES:
+        raise PipelineError(
+            f"{label}: policy={policy!r}; use policy='min' (the slowest input's watermark, the "
+            "model's rule) or policy='max' (the fastest input's: more rows of the slower "
+            "inputs become late)"
+        )
+
 
 @attrs.frozen(eq=False, init=False)
 class Union(PrimitiveTransform):
-    """`a | Union(b, c)` or `a.union(b, c)`: the rows of `a`, `b` and `c`."""
+    """`a | Union(b, c)` or `a.union(b, c, policy="max")`: the rows of `a`, `b` and `c`."""
 
     others: tuple[PCollection, ...]
+    policy: str
 
-    def __init__(self, *others: PCollection) -> None:
-        self.__attrs_init__(tuple(others))
+    def __init__(self, *others: PCollection, policy: str = "min") -> None:
+        self.__attrs_init__(tuple(others), policy)
 
     def extra_inputs(self) -> tuple[PCollection, ...]:
         return self.others
@@ -35,6 +58,7 @@ class Union(PrimitiveTransform):
     def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
         if len(inputs) < 2:
             raise PipelineError(f"{label}: give at least one other PCollection to union with")
+        check_policy(self.policy, label)
         first = inputs[0].schema
         for position, other in enumerate(inputs[1:], start=2):
             if other.schema != first:

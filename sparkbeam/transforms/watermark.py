@@ -15,6 +15,27 @@ from before it.
 Output watermarks: `W(column, wm)` after the rows it follows, never
 decreasing; watermarks from upstream pass through (on `column` itself the
 output is the larger of the upstream and the filter's own).
+
+Dropped rows are data too: `late_rows()` on the output gives every late row
+with the watermark it was judged against (`late_watermark`), and
+`invalid_rows()` every row whose event time was `None` (`transforms.late`).
+
+- `idle_after`: a whole number of epochs `>= 1`, or a duration of processing
+  time (a `timedelta` or a string such as `"30 seconds"`). An input that
+  brings no rows for that long is marked idle: a `Union`, `Join` or exchange
+  downstream leaves it out of the minimum of their inputs' watermarks until
+  it brings rows again (Flink's idleness). Its rows below the combined
+  watermark when it comes back are late there (`late_rows()` of the `Union`
+  or `Join`). Epochs are counted by the direct runner; processing time needs
+  a source that has one (neither runner has one yet: refused when run).
+- `max_drift`: a duration on `column` (an integer on an integer column). When
+  this input's watermark is more than `max_drift` ahead of the slowest other
+  `WithWatermark` it meets in a `Union` or `Join`, the runner holds back the
+  further epochs of its sources until the others catch up (Flink's watermark
+  alignment), so the state of the `Union`/`Join` downstream stays bounded.
+
+On bounded input (one epoch) neither changes anything: no input is idle for
+an epoch, and there is no later epoch to hold back.
 """
 
 from __future__ import annotations
@@ -27,10 +48,12 @@ import attrs
 from sparkbeam.errors import PipelineError
 from sparkbeam.graph import EdgeInfo, PrimitiveTransform
 from sparkbeam.schema import Schema
-from sparkbeam.time import Duration, floor_to_ms
+from sparkbeam.time import Duration, duration_micros, floor_to_ms
 from sparkbeam.transforms.validation import duration_on, require_time_column, single_input
 
 EMIT_MODES = ("periodic", "event")
+IdleAfter = int | _dt.timedelta | str
+"""A number of epochs (an integer) or a duration of processing time."""
 
 
 @attrs.frozen
@@ -40,6 +63,8 @@ class WithWatermark(PrimitiveTransform):
     column: str
     delay: Duration
     emit: str = "periodic"
+    idle_after: IdleAfter | None = attrs.field(default=None, kw_only=True)
+    max_drift: Duration | None = attrs.field(default=None, kw_only=True)
 
     def default_label(self) -> str:
         return f"WithWatermark({self.column})"
@@ -53,7 +78,47 @@ class WithWatermark(PrimitiveTransform):
                 f"{label}: emit={self.emit!r} is not a mode; use emit='periodic' (the watermark "
                 "rises at the end of each epoch) or emit='event' (after every row)"
             )
+        self.idle_epochs(label)
+        self.idle_time(label)
+        self.drift_units(source.schema, label)
         return attrs.evolve(source, watermarked=source.watermarked | {self.column})
+
+    def idle_epochs(self, label: str = "WithWatermark") -> int | None:
+        """`idle_after` as a number of epochs (None when not set or given as a duration)."""
+        value = self.idle_after
+        if value is None or isinstance(value, (str, _dt.timedelta)):
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise PipelineError(
+                f"{label}: idle_after={value!r} is neither a number of epochs nor a duration; "
+                "give a whole number of epochs (idle_after=3) or a duration of processing "
+                "time (idle_after='30 seconds')"
+            )
+        if value < 1:
+            raise PipelineError(
+                f"{label}: idle_after={value!r} epochs must be at least 1 (an input is idle "
+                "after that many epochs without rows)"
+            )
+        return value
+
+    def idle_time(self, label: str = "WithWatermark") -> int | None:
+        """`idle_after` as microseconds of processing time (None unless given as a duration)."""
+        value = self.idle_after
+        if not isinstance(value, (str, _dt.timedelta)):
+            return None
+        try:
+            micros = duration_micros(value)
+        except ValueError as exc:
+            raise PipelineError(f"{label}: idle_after: {exc}") from None
+        if micros <= 0:
+            raise PipelineError(f"{label}: idle_after must be a positive duration, got {value!r}")
+        return micros
+
+    def drift_units(self, schema: Schema, label: str = "WithWatermark") -> int | None:
+        """`max_drift` in the column's units (None when not set)."""
+        if self.max_drift is None:
+            return None
+        return duration_on(schema, self.column, self.max_drift, "max_drift", label)
 
     def delay_units(self, schema: Schema, label: str = "WithWatermark") -> int:
         """The delay in the column's units (microseconds for datetimes, whole milliseconds)."""

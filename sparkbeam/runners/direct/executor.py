@@ -8,7 +8,18 @@ to every consumer of the edge it is on. An operator with several inputs gets
 ended): barriers are aligned.
 
 On every edge the executor checks invariant W (`checks.EdgeCheck`), and
-records the rows and watermarks of the edges the user still holds.
+records the rows and watermarks of the edges the user still holds. It counts
+the rows on every edge and, per column with a watermark, the largest value
+(for `result.metrics()`).
+
+Dropped rows (`SideRows`) go only to the `DroppedRows` nodes reading that
+kind from the edge's node, which get no other message but barriers and the
+end of input; idleness (`Idleness`) goes to every other consumer.
+
+With `max_drift` on some `WithWatermark` (`alignment`), sources no longer
+advance together: after each epoch the executor may hold some back, a
+source reads its next epoch only in an epoch it is not held, and the run
+lasts until every source has read all of its epochs.
 """
 
 from __future__ import annotations
@@ -17,8 +28,17 @@ from collections.abc import Callable, Sequence
 
 from sparkbeam.graph import EdgeInfo, Node
 from sparkbeam.messages import Watermark
+from sparkbeam.runners.direct.alignment import Alignment
 from sparkbeam.runners.direct.checks import EdgeCheck, OrderCheck
-from sparkbeam.runners.direct.operator import Chunk, Message, Operator, SourceOperator
+from sparkbeam.runners.direct.operator import (
+    Chunk,
+    Idleness,
+    Message,
+    Operator,
+    SideRows,
+    SourceOperator,
+)
+from sparkbeam.transforms.late import DroppedRows, side_outputs
 
 OperatorFactory = Callable[[Node, Sequence[EdgeInfo]], Operator]
 
@@ -33,6 +53,37 @@ class EdgeRecord:
         self.watermarks: list[Watermark] = []
 
 
+class EdgeCounters:
+    """Rows on one edge, and the largest value of each column that may carry a watermark."""
+
+    __slots__ = ("maxima", "rows")
+
+    def __init__(self, watermarked: frozenset[str]) -> None:
+        self.rows = 0
+        self.maxima: dict[str, object] = dict.fromkeys(sorted(watermarked))
+
+    def chunk(self, chunk: Chunk) -> None:
+        self.rows += chunk.size
+        maxima = self.maxima
+        for column, top in maxima.items():
+            values = chunk.columns[column]
+            try:
+                value = max(values)
+            except TypeError:  # a None among the values
+                present = [v for v in values if v is not None]
+                if not present:
+                    continue
+                value = max(present)
+            if top is None or value > top:
+                maxima[column] = value
+
+
+def connect_sides(nodes: Sequence[Node], operators: Sequence[Operator]) -> None:
+    """Tell each operator which kinds of dropped rows some node reads from it."""
+    for node_id, kinds in side_outputs(nodes).items():
+        operators[node_id].sides = kinds
+
+
 class Executor:
     def __init__(
         self,
@@ -44,11 +95,24 @@ class Executor:
         self.nodes = nodes
         self.operators = operators
         self.consumers: list[list[tuple[int, int]]] = [[] for _ in nodes]
+        """Per edge, the consumers of its rows, watermarks and idleness: `(node, port)`."""
+        self.side_consumers: list[list[tuple[int, str]]] = [[] for _ in nodes]
+        """Per edge, the `DroppedRows` nodes reading its node's dropped rows: `(node, kind)`."""
+        self.followers: list[list[int]] = [[] for _ in nodes]
+        """Per edge, every consumer (barriers and the end of input go to all)."""
         for node in nodes:
             for port, producer in enumerate(node.inputs):
-                self.consumers[producer].append((node.id, port))
+                transform = node.transform
+                if isinstance(transform, DroppedRows):
+                    self.side_consumers[producer].append((node.id, transform.kind))
+                else:
+                    self.consumers[producer].append((node.id, port))
+                self.followers[producer].append(node.id)
+        connect_sides(nodes, operators)
         self.sources = [op for op in operators if isinstance(op, SourceOperator)]
         self.epochs = max((op.epoch_count for op in self.sources), default=0)
+        self.alignment = Alignment.of(nodes, operators)
+        self.counters = [EdgeCounters(node.info.watermarked) for node in nodes]
         self.records = {node_id: EdgeRecord(self.epochs) for node_id in recorded}
         self.checks = (
             [EdgeCheck(node.label, node.info.schema) for node in nodes]
@@ -68,6 +132,9 @@ class Executor:
         self.epoch = 0
 
     def run(self) -> None:
+        if self.alignment is not None:
+            self._run_aligned(self.alignment)
+            return
         for epoch in range(self.epochs):
             self.epoch = epoch
             for source in self.sources:
@@ -79,12 +146,44 @@ class Executor:
         for source in self.sources:
             self._end(source.node.id)
 
+    def _run_aligned(self, alignment: Alignment) -> None:
+        """Epochs until every source has read all of its own, some held back by `alignment`."""
+        read = [0] * len(self.sources)
+        held: set[int] = set()
+        epoch = 0
+        while any(n < source.epoch_count for n, source in zip(read, self.sources, strict=True)):
+            self.epoch = epoch
+            for record in self.records.values():
+                if len(record.chunks) <= epoch + 1:
+                    record.chunks.append([])
+            for index, source in enumerate(self.sources):
+                if source.node.id in held or read[index] >= source.epoch_count:
+                    continue
+                for chunk in source.epoch(read[index]):
+                    self.deliver(source.node.id, chunk)
+                read[index] += 1
+            alignment.pause(held)
+            for source in self.sources:
+                self._barrier(source.node.id, epoch)
+            running = {
+                source.node.id
+                for n, source in zip(read, self.sources, strict=True)
+                if n < source.epoch_count
+            }
+            held = alignment.held(running)
+            epoch += 1
+        alignment.pause(set())
+        self.epochs = self.epoch = epoch
+        for source in self.sources:
+            self._end(source.node.id)
+
     def deliver(self, edge: int, message: Message) -> None:
         checks = self.checks
         record = self.records.get(edge)
         if isinstance(message, Chunk):
             if message.size == 0:
                 return
+            self.counters[edge].chunk(message)
             if checks is not None:
                 checks[edge].chunk(message)
                 if edge in self.order_checks:
@@ -98,7 +197,7 @@ class Executor:
                 state = operator.state_size()
                 if state > self.peaks[node_id]:
                     self.peaks[node_id] = state
-        else:
+        elif isinstance(message, Watermark):
             if checks is not None:
                 checks[edge].watermark(message)
             if record is not None:
@@ -106,6 +205,18 @@ class Executor:
             for node_id, port in self.consumers[edge]:
                 for out in self.operators[node_id].on_watermark(port, message):
                     self.deliver(node_id, out)
+        elif isinstance(message, SideRows):
+            for node_id, kind in self.side_consumers[edge]:
+                if kind == message.kind:
+                    for out in self.operators[node_id].on_side(0, message):
+                        self.deliver(node_id, out)
+        else:
+            self._status(edge, message)
+
+    def _status(self, edge: int, status: Idleness) -> None:
+        for node_id, port in self.consumers[edge]:
+            for out in self.operators[node_id].on_status(port, status):
+                self.deliver(node_id, out)
 
     def _aligned(self, node_id: int) -> bool:
         self.arrivals[node_id] += 1
@@ -115,14 +226,14 @@ class Executor:
         return True
 
     def _barrier(self, edge: int, epoch: int) -> None:
-        for node_id, _ in self.consumers[edge]:
+        for node_id in self.followers[edge]:
             if self._aligned(node_id):
                 for out in self.operators[node_id].on_barrier(epoch):
                     self.deliver(node_id, out)
                 self._barrier(node_id, epoch)
 
     def _end(self, edge: int) -> None:
-        for node_id, _ in self.consumers[edge]:
+        for node_id in self.followers[edge]:
             if self._aligned(node_id):
                 for out in self.operators[node_id].on_end():
                     self.deliver(node_id, out)

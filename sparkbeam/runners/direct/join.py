@@ -6,11 +6,19 @@ held row can get no new match: by the value of a window key (against the
 minimum of both sides' watermarks) and, for an interval join, by its time
 (against the other side's watermark).
 
+Late rows: a row whose window key is below the output watermark on it (a
+side slower than the other under `policy="max"`, or back from idle) can
+match nothing without breaking invariant W: it is dropped, counted and sent
+to `late_rows()` laid out as an unmatched row. Idle sides are left out of the
+merged watermark (`union.WatermarkMerger`); interval conditions keep using
+each side's own watermark.
+
 Checkpoint: the held rows of each side (key, row, matched), in arrival
 order, the latest watermark of each side per window key and on its interval
-time column; the heaps are rebuilt on restore. Rescale: held rows go to the
-unit that owns their key; the watermarks, the same in every unit behind the
-exchange, are taken as their minimum.
+time column, and the late count; the heaps are rebuilt on restore. Rescale:
+held rows go to the unit that owns their key; the watermarks, the same in
+every unit behind the exchange, are taken as their minimum; the late counts
+go to unit 0.
 """
 
 from __future__ import annotations
@@ -22,9 +30,18 @@ from typing import Any
 
 from sparkbeam.graph import EdgeInfo, Node
 from sparkbeam.messages import Watermark
-from sparkbeam.runners.direct.operator import Chunk, Message, Operator, Owner, lowest_of
+from sparkbeam.runners.direct.operator import (
+    Chunk,
+    Idleness,
+    Message,
+    Operator,
+    Owner,
+    SideRows,
+    lowest_of,
+)
 from sparkbeam.runners.direct.union import WatermarkMerger
 from sparkbeam.transforms.join import Join
+from sparkbeam.transforms.late import LATE, LATE_WATERMARK
 
 Row = tuple[Any, ...]
 Key = tuple[Any, ...]
@@ -68,7 +85,8 @@ class JoinOperator(Operator):
             else (self.names[0].index(transform.times[0]), self.names[1].index(transform.times[1]))
         )
         self.window_keys = transform.window_keys(left, right)
-        self.merger = WatermarkMerger(2, frozenset(self.window_keys))
+        self.merger = WatermarkMerger(2, frozenset(self.window_keys), transform.policy)
+        self.late_count = 0
         self.held: tuple[dict[Key, dict[int, HeldRow]], ...] = ({}, {})
         self.ids = count()
         self.by_key: tuple[dict[str, list[tuple[Any, int, Key]]], ...] = tuple(
@@ -85,8 +103,17 @@ class JoinOperator(Operator):
         other = 1 - port
         names, positions = self.names[port], self.key_positions[port]
         out_rows: list[list[Any]] = []
+        marks = self._late_marks(port)
+        late_rows: list[list[Any]] = []
         for row in zip(*(chunk.columns[name] for name in names), strict=True):
             key = tuple(row[i] for i in positions)
+            if marks:
+                below = _below(key, marks)
+                if below is not None:
+                    self.late_count += 1
+                    if LATE in self.sides:
+                        late_rows.append([*self._output(port, row, None), below])
+                    continue
             if any(value is None for value in key):
                 if self.keep_unmatched[port]:
                     out_rows.append(self._output(port, row, None))
@@ -102,7 +129,19 @@ class JoinOperator(Operator):
                 self._hold(port, entry)
             elif not entry.matched and self.keep_unmatched[port]:
                 out_rows.append(self._output(port, row, None))
-        return [self._chunk(out_rows)] if out_rows else []
+        out: list[Message] = [self._chunk(out_rows)] if out_rows else []
+        if late_rows:
+            names = [*self.output_names, LATE_WATERMARK]
+            out.append(SideRows(LATE, Chunk.from_rows(names, late_rows)))
+        return out
+
+    def _late_marks(self, port: int) -> list[tuple[int, Any]]:
+        """`(position in the key, output watermark)` of the window keys this side is behind."""
+        if not self._emitted or not self.window_keys:
+            return []
+        marks = self.merger.behind(port, self._emitted)
+        marks.sort(key=lambda pair: self.window_keys.index(pair[0]))
+        return [(self.transform.on.index(column), mark) for column, mark in marks]
 
     def _within(self, left: Row, right: Row) -> bool:
         if self.interval is None or self.time_positions is None:
@@ -177,6 +216,17 @@ class JoinOperator(Operator):
             out += self.watermarks(self.transform.derive(column, merged))
         return out
 
+    def on_status(self, port: int, status: Idleness) -> list[Message]:
+        out_rows: list[list[Any]] = []
+        merged = self.merger.set_idle(port, status.idle)
+        for column, value in merged:
+            for side in (0, 1):
+                self._expire(side, self.by_key[side][column], value, out_rows)
+        out: list[Message] = [self._chunk(out_rows)] if out_rows else []
+        for column, value in merged:
+            out += self.watermarks(self.transform.derive(column, value))
+        return out + super().on_status(port, status)
+
     def _expire(
         self, side: int, heap: list[tuple[Any, int, Key]], mark: Any, out: list[list[Any]]
     ) -> None:
@@ -220,9 +270,11 @@ class JoinOperator(Operator):
             ],
             "time_marks": list(self.time_marks),
             "latest": {column: list(values) for column, values in self.merger.latest.items()},
+            "late": self.late_count,
         }
 
     def restore(self, state: dict[str, Any]) -> None:
+        self.late_count = state["late"]
         self.time_marks = list(state["time_marks"])
         self.merger.latest = {column: list(values) for column, values in state["latest"].items()}
         for side in (0, 1):
@@ -239,15 +291,30 @@ class JoinOperator(Operator):
             ]
             for column in self.merger.latest
         }
+        late = sum(state["late"] for state in states)
         moved: list[dict[str, Any]] = [
-            {"held": [[], []], "time_marks": list(time_marks), "latest": latest}
-            for _ in range(units)
+            {
+                "held": [[], []],
+                "time_marks": list(time_marks),
+                "latest": latest,
+                "late": late if unit == 0 else 0,
+            }
+            for unit in range(units)
         ]
         for state in states:
             for side in (0, 1):
                 for held in state["held"][side]:
                     moved[owner(held[0])]["held"][side].append(held)
         return moved
+
+
+def _below(key: Key, marks: list[tuple[int, Any]]) -> Any:
+    """The first mark a key value is below (None: the row is not late)."""
+    for position, mark in marks:
+        value = key[position]
+        if value is not None and value < mark:
+            return mark
+    return None
 
 
 def _arrival_order(held: dict[Key, dict[int, HeldRow]]) -> list[HeldRow]:

@@ -5,6 +5,17 @@ values: datetimes as integer microseconds) and `Watermark`s. Epoch barriers
 and the end of input are delivered by the executor once every input of an
 operator has reached them (aligned), through `on_barrier` and `on_end`.
 
+Two more messages travel beside them:
+
+- `SideRows(kind, chunk)`: rows the operator dropped (`"late"` or
+  `"invalid"`). They are not on the edge's stream: the executor hands them
+  only to the `DroppedRows` nodes reading that kind from the node
+  (`on_side`), and an operator emits them only for the kinds in its `sides`.
+- `Idleness` (`IDLE` / `ACTIVE`): the edge brings no rows for now, or brings
+  them again (Flink's watermark status). A `WithWatermark` with `idle_after`
+  starts it; an operator's output is idle when all its inputs are
+  (`on_status`); `Union` and `Join` leave idle inputs out of the minimum.
+
 Each operator is a small state machine with one handler per message kind;
 it returns the messages it emits, in order.
 
@@ -68,7 +79,32 @@ class Chunk:
             yield dict(zip(names, values, strict=True))
 
 
-Message = Chunk | Watermark
+class SideRows:
+    """Rows an operator dropped, of one `kind` (`"late"`, `"invalid"`), for `DroppedRows`."""
+
+    __slots__ = ("chunk", "kind")
+
+    def __init__(self, kind: str, chunk: Chunk) -> None:
+        self.kind = kind
+        self.chunk = chunk
+
+
+class Idleness:
+    """The status of an edge: idle (no rows for now) or active again."""
+
+    __slots__ = ("idle",)
+
+    def __init__(self, idle: bool) -> None:
+        self.idle = idle
+
+    def __repr__(self) -> str:
+        return "IDLE" if self.idle else "ACTIVE"
+
+
+IDLE = Idleness(True)
+ACTIVE = Idleness(False)
+
+Message = Chunk | Watermark | SideRows | Idleness
 
 Owner = Callable[[tuple[Any, ...]], int]
 """The unit (an index) that owns a key, given as the tuple of its partitioning columns' values."""
@@ -77,17 +113,39 @@ Owner = Callable[[tuple[Any, ...]], int]
 class Operator:
     """One transform's state machine on the direct runner."""
 
+    sides: frozenset[str] = frozenset()
+    """The kinds of dropped rows some node reads from this one (set by the executor)."""
+
     def __init__(self, node: Node, inputs: Sequence[EdgeInfo]) -> None:
         self.node = node
         self.label = node.label
         self.inputs = inputs
         self._emitted: dict[str, Any] = {}
+        self._idle_inputs = [False] * len(inputs)
+        self.idle = False
+        """Whether the output is idle (the last status emitted)."""
 
     def on_chunk(self, port: int, chunk: Chunk) -> list[Message]:
         return [chunk]
 
     def on_watermark(self, port: int, watermark: Watermark) -> list[Message]:
         return self.watermarks(self.derive(watermark.column, watermark.value))
+
+    def on_side(self, port: int, rows: SideRows) -> list[Message]:
+        """Rows the producer of input `port` dropped (only `DroppedRows` reads them)."""
+        return []
+
+    def on_status(self, port: int, status: Idleness) -> list[Message]:
+        """Input `port` went idle or active; the output is idle when every input is."""
+        self._idle_inputs[port] = status.idle
+        return self.status(all(self._idle_inputs))
+
+    def status(self, idle: bool) -> list[Message]:
+        """The status message when the output's idleness changes, else nothing."""
+        if idle == self.idle:
+            return []
+        self.idle = idle
+        return [IDLE if idle else ACTIVE]
 
     def on_barrier(self, epoch: int) -> list[Message]:
         """All inputs finished epoch `epoch`."""

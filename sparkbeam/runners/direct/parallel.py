@@ -46,6 +46,12 @@ every merger's output (so watermarks never decrease on any edge), the order
 after `Sort`, and at every barrier the global watermark
 (`checks.GlobalWatermarkCheck`).
 
+Dropped rows (`SideRows`) go only to the units of the `DroppedRows` nodes
+reading that kind (forward edges, as for any transform without keys), as
+their chunks; they get no watermark. Idleness and watermark alignment
+(`idle_after`, `max_drift`) are not modelled with units: the runner refuses
+them.
+
 Results are merged over units: the rows of a PCollection per epoch in the
 order its units emitted them; its watermarks are those its units emitted,
 merged as an exchange would merge them (the PCollection's global
@@ -69,8 +75,8 @@ from sparkbeam.runners.direct.checkpoint import (
 )
 from sparkbeam.runners.direct.checks import EdgeCheck, GlobalWatermarkCheck, OrderCheck
 from sparkbeam.runners.direct.exchange import FixedRoute, KeyRoute, Merger, Route
-from sparkbeam.runners.direct.executor import EdgeRecord
-from sparkbeam.runners.direct.operator import Chunk, Message, Operator
+from sparkbeam.runners.direct.executor import EdgeCounters, EdgeRecord
+from sparkbeam.runners.direct.operator import Chunk, Message, Operator, SideRows
 from sparkbeam.runners.direct.units import (
     END,
     Barrier,
@@ -83,6 +89,7 @@ from sparkbeam.runners.direct.units import (
     Unit,
     UnitsRecord,
 )
+from sparkbeam.transforms.late import DroppedRows, side_outputs
 
 OperatorFactory = Callable[[Node, Sequence[EdgeInfo]], Operator]
 SCHEDULES = ("fixed", "random")
@@ -109,11 +116,16 @@ class ParallelExecutor:
         self.seed = seed
         self.rng = random.Random(seed)
         self.layout = Layout.of(nodes, plan.parallelism_after(-1))
+        self.sides = side_outputs(nodes)
         self._build(start_epoch=0)
         self.epochs = max((u.source.epoch_count for u in self.sources), default=0)
         self.records = {
             node_id: UnitsRecord(self.epochs, self.layout.units[node_id]) for node_id in recorded
         }
+        self.counters = [
+            [EdgeCounters(node.info.watermarked) for _ in range(self.epochs + 1)] for node in nodes
+        ]
+        """Per node and epoch: the rows emitted and their largest watermarked values."""
         self.peaks = [0] * len(nodes)
         self.steps = 0
         self.recoveries: list[Recovery] = []
@@ -131,6 +143,8 @@ class ParallelExecutor:
             count = layout.units[node.id]
             kind = SourceUnit if not node.inputs else Unit
             units = [kind(node, i, count, self.factory(node, infos)) for i in range(count)]
+            for unit in units:
+                unit.operator.sides = self.sides.get(node.id, frozenset())
             self.units.append(units)
         self.global_checks: dict[tuple[int, int], GlobalWatermarkCheck] = {}
         self.pending = Candidates()
@@ -159,11 +173,12 @@ class ParallelExecutor:
         layout = self.layout
         producers, consumers = self.units[producer], self.units[node.id]
         pending = self.pending
+        side = node.transform.kind if isinstance(node.transform, DroppedRows) else None
         if not layout.exchange(producer, node.id):
             for source, target in zip(producers, consumers, strict=True):
                 channel = Channel(port, 0, target, pending)
                 target.channels.append(channel)
-                source.outputs.append(Output(FixedRoute(0), [channel]))
+                source.outputs.append(Output(FixedRoute(0), [channel], side))
             return
         schema = self.nodes[producer].info.schema
         inbound = [
@@ -326,15 +341,23 @@ class ParallelExecutor:
                     unit.order_check.chunk(message)
                 if record is not None:
                     record.chunks[min(unit.epoch, self.epochs)].append(message)
+                self.counters[unit.node.id][min(unit.epoch, self.epochs)].chunk(message)
                 for output in unit.outputs:
-                    output.send(message)
+                    if output.side is None:
+                        output.send(message)
+            elif isinstance(message, SideRows):
+                for output in unit.outputs:
+                    if output.side == message.kind:
+                        output.send(message.chunk)
             else:
+                assert isinstance(message, Watermark), f"{unit.name}: {message!r} with units"
                 if unit.check is not None:
                     unit.check.watermark(message)
                 if record is not None:
                     record.events.append((unit.epoch, unit.index, message))
                 for output in unit.outputs:
-                    output.broadcast(message)
+                    if output.side is None:
+                        output.broadcast(message)
 
     def _track_state(self, unit: Unit) -> None:
         size = unit.operator.state_size()
@@ -377,6 +400,9 @@ class ParallelExecutor:
             count = self.layout.units[node_id]
             if count != before.units[node_id]:
                 record.events.append((epoch, -1, count))
+        for counters in self.counters:
+            for later in range(epoch + 1, len(counters)):
+                counters[later] = EdgeCounters(frozenset(counters[later].maxima))
         self.taking.clear()
         self.recoveries.append(
             Recovery(

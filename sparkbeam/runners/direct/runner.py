@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sparkbeam.errors import PipelineError
 from sparkbeam.graph import EdgeInfo, Node
 from sparkbeam.messages import Watermark
+from sparkbeam.metrics import TransformMetrics
 from sparkbeam.runners.direct.checkpoint import CheckpointPlan, Recovery
 from sparkbeam.runners.direct.combine import CombineOperator
 from sparkbeam.runners.direct.connectors import ForEachBatchOperator
 from sparkbeam.runners.direct.elementwise import FilterOperator, MapOperator, SelectOperator
-from sparkbeam.runners.direct.executor import EdgeRecord, Executor, OperatorFactory
+from sparkbeam.runners.direct.executor import (
+    EdgeCounters,
+    EdgeRecord,
+    Executor,
+    OperatorFactory,
+)
 from sparkbeam.runners.direct.files import ReadFilesOperator, WriteFilesOperator
 from sparkbeam.runners.direct.join import JoinOperator
-from sparkbeam.runners.direct.operator import Operator
+from sparkbeam.runners.direct.late import DroppedRowsOperator
+from sparkbeam.runners.direct.operator import Operator, lowest_of
 from sparkbeam.runners.direct.parallel import SCHEDULES, ParallelExecutor
 from sparkbeam.runners.direct.session import SessionOperator
 from sparkbeam.runners.direct.sort import SortOperator
@@ -24,11 +31,13 @@ from sparkbeam.runners.direct.union import UnionOperator
 from sparkbeam.runners.direct.watermark import WatermarkFilter
 from sparkbeam.runners.direct.windows import HopOperator, TumbleOperator
 from sparkbeam.schema import Row, columns_to_rows, to_external
+from sparkbeam.time import ONE_MICROSECOND
 from sparkbeam.transforms.combine import CombinePerKey
 from sparkbeam.transforms.connectors import ForEachBatch, ReadFromSpark
 from sparkbeam.transforms.elementwise import Filter, Map, Select
 from sparkbeam.transforms.files import ReadFiles, WriteFiles
 from sparkbeam.transforms.join import Join
+from sparkbeam.transforms.late import DroppedRows
 from sparkbeam.transforms.sort import Sort
 from sparkbeam.transforms.sources import Create, TestStreamSource
 from sparkbeam.transforms.union import Union
@@ -55,6 +64,7 @@ OPERATORS: dict[type, OperatorFactory] = {
     ReadFiles: ReadFilesOperator,
     WriteFiles: WriteFilesOperator,
     ForEachBatch: ForEachBatchOperator,
+    DroppedRows: DroppedRowsOperator,
 }
 
 
@@ -101,7 +111,13 @@ class DirectRunner:
       last one never comes, so it changes nothing).
 
     With all of them at their defaults the single-unit executor runs (the
-    fast path); otherwise the parallel one, even for `parallelism=1`.
+    fast path); otherwise the parallel one, even for `parallelism=1`. The
+    parallel one refuses `WithWatermark(idle_after=..., max_drift=...)`:
+    idleness and alignment are modelled for the single unit only.
+
+    `idle_after` counts epochs: given as a duration of processing time it is
+    refused on unbounded input (the direct runner has no processing time);
+    on bounded input (one epoch) it changes nothing.
     """
 
     def __init__(
@@ -141,14 +157,41 @@ class DirectRunner:
 
     def run(self, pipeline: Pipeline) -> DirectResult:
         nodes = pipeline.nodes
+        self._check(nodes)
         if self.parallel:
             return self._run_parallel(pipeline)
         operators = [operator_for(node, [nodes[i].info for i in node.inputs]) for node in nodes]
         executor = Executor(nodes, operators, pipeline.live_node_ids(), self.check_invariants)
         executor.run()
         return DirectResult(
-            pipeline, [[op] for op in operators], executor.records, executor.epochs, executor.peaks
+            pipeline,
+            [[op] for op in operators],
+            executor.records,
+            executor.epochs,
+            executor.peaks,
+            counters=executor.counters,
         )
+
+    def _check(self, nodes: Sequence[Node]) -> None:
+        """Refuse what this runner does not model, before anything runs."""
+        bounded = all(node.info.bounded for node in nodes)
+        for node in nodes:
+            transform = node.transform
+            if not isinstance(transform, WithWatermark):
+                continue
+            if not bounded and transform.idle_time(node.label) is not None:
+                raise PipelineError(
+                    f"{node.label}: idle_after={transform.idle_after!r} is processing time, which "
+                    "the direct runner does not have (its epochs take no time); give idle_after "
+                    "as a number of epochs, for example idle_after=3"
+                )
+            modelled = transform.idle_after is None and transform.max_drift is None
+            if self.parallel and not modelled:
+                raise PipelineError(
+                    f"{node.label}: idle_after and max_drift are modelled by the single-unit "
+                    "direct runner only; run with sb.DirectRunner() (parallelism=1 and the other "
+                    "arguments at their defaults), or drop them to check the parallel run"
+                )
 
     def _run_parallel(self, pipeline: Pipeline) -> DirectResult:
         executor = ParallelExecutor(
@@ -169,7 +212,20 @@ class DirectRunner:
             executor.peaks,
             steps=executor.steps,
             recoveries=executor.recoveries,
+            counters=[_summed(per_epoch) for per_epoch in executor.counters],
         )
+
+
+def _summed(counters: Sequence[EdgeCounters]) -> EdgeCounters:
+    """The counters of one edge over several epochs."""
+    total = EdgeCounters(frozenset(counters[0].maxima) if counters else frozenset())
+    for counter in counters:
+        total.rows += counter.rows
+        for column, value in counter.maxima.items():
+            top = total.maxima[column]
+            if value is not None and (top is None or value > top):  # type: ignore[operator]
+                total.maxima[column] = value
+    return total
 
 
 class DirectResult:
@@ -184,8 +240,11 @@ class DirectResult:
         peaks: Sequence[int],
         steps: int = 0,
         recoveries: Sequence[Recovery] = (),
+        counters: Sequence[EdgeCounters] = (),
     ) -> None:
         self.pipeline = pipeline
+        self.counters = counters
+        """Per node: the rows it emitted and the largest value of each watermarked column."""
         self.units = units
         """Each node's operators, one per unit (the last units, after any rescale)."""
         self.records = records
@@ -237,18 +296,63 @@ class DirectResult:
         filters = [op for op in self.units[pcoll.node.id] if isinstance(op, WatermarkFilter)]
         if not filters:
             raise PipelineError(
-                f"{pcoll.node.label}: late rows are counted by WithWatermark; pass the "
-                "PCollection that .with_watermark(...) returned"
+                f"{pcoll.node.label}: rows with no event time are counted by WithWatermark; "
+                "pass the PCollection that .with_watermark(...) returned"
             )
         return filters
 
     def late_count(self, pcoll: PCollection) -> int:
-        """Rows dropped as late by the `WithWatermark` that produced `pcoll` (all units)."""
-        return sum(f.late_count for f in self._filters(pcoll))
+        """Rows dropped as late by the `WithWatermark`, `Union` or `Join` that produced `pcoll`."""
+        operators = self.units[pcoll.node.id]
+        if not isinstance(operators[0], (WatermarkFilter, UnionOperator, JoinOperator)):
+            raise PipelineError(
+                f"{pcoll.node.label}: late rows are counted by WithWatermark (and by Union and "
+                "Join); pass the PCollection that .with_watermark(...) returned"
+            )
+        return sum(_late(op) for op in operators)
 
     def invalid_count(self, pcoll: PCollection) -> int:
         """Rows dropped by that `WithWatermark` because their event time was `None`."""
         return sum(f.invalid_count for f in self._filters(pcoll))
+
+    def metrics(self) -> dict[str, TransformMetrics]:
+        """Per transform (by label, in graph order): rows, drops, watermarks, lag and state."""
+        out: dict[str, TransformMetrics] = {}
+        counters = self.counters
+        for node in self.pipeline.nodes:
+            operators = self.units[node.id]
+            rows_out = counters[node.id].rows
+            if isinstance(node.transform, DroppedRows):
+                rows_in = rows_out
+            else:
+                rows_in = sum(counters[i].rows for i in node.inputs)
+            schema = node.info.schema
+            marks: dict[str, Any] = {}
+            lags: dict[str, Any] = {}
+            emitted = [op.emitted_watermarks() for op in operators]
+            for column in sorted(set().union(*emitted)):
+                mark = lowest_of(e.get(column) for e in emitted)
+                if mark is None:
+                    continue
+                convert = to_external(schema.type_of(column))
+                marks[column] = convert([mark])[0] if convert else mark
+                top = counters[node.id].maxima.get(column)
+                if top is not None:
+                    lag = top - mark
+                    lags[column] = lag * ONE_MICROSECOND if convert else lag
+            out[node.label] = TransformMetrics(
+                rows_in=rows_in,
+                rows_out=rows_out,
+                late_rows=sum(_late(op) for op in operators),
+                invalid_rows=sum(
+                    op.invalid_count for op in operators if isinstance(op, WatermarkFilter)
+                ),
+                watermarks=marks,
+                watermark_lag=lags,
+                state_size=sum(op.state_size() for op in operators),
+                peak_state_size=self.peaks[node.id],
+            )
+        return out
 
     def state_size(self, pcoll: PCollection) -> int:
         """Rows or groups the operator that produced `pcoll` still holds (0 after the flush)."""
@@ -257,3 +361,9 @@ class DirectResult:
     def peak_state_size(self, pcoll: PCollection) -> int:
         """The most rows or groups the operator that produced `pcoll` held at once (all units)."""
         return self.peaks[pcoll.node.id]
+
+
+def _late(operator: Operator) -> int:
+    if isinstance(operator, (WatermarkFilter, UnionOperator, JoinOperator)):
+        return operator.late_count
+    return 0

@@ -7,17 +7,43 @@ from typing import Any
 
 from sparkbeam.graph import EdgeInfo, Node
 from sparkbeam.messages import Watermark
-from sparkbeam.runners.direct.operator import Chunk, Message, Operator, Owner, lowest_of
+from sparkbeam.runners.direct.operator import (
+    Chunk,
+    Idleness,
+    Message,
+    Operator,
+    Owner,
+    SideRows,
+    lowest_of,
+)
+from sparkbeam.transforms.late import LATE, LATE_WATERMARK
+from sparkbeam.transforms.union import Union
 
 
 class WatermarkMerger:
-    """The latest watermark of each input per column; the output is their minimum.
+    """The latest watermark of each input per column; the output is their minimum (or maximum).
 
-    A column has an output watermark only once every input has given one.
+    `policy="min"`: a column has an output watermark only once every input
+    that is not idle has given one. `policy="max"`: as soon as one has. Idle
+    inputs are left out either way; with all inputs idle there is no value.
     """
 
-    def __init__(self, inputs: int, columns: frozenset[str]) -> None:
+    def __init__(self, inputs: int, columns: frozenset[str], policy: str = "min") -> None:
         self.latest: dict[str, list[Any]] = {column: [None] * inputs for column in columns}
+        self.idle = [False] * inputs
+        self.highest = policy == "max"
+
+    def merged(self, column: str) -> Any:
+        """The output value of `column` from the inputs' latest values (or None)."""
+        values = self.latest[column]
+        if any(self.idle):
+            values = [value for value, idle in zip(values, self.idle, strict=True) if not idle]
+        if self.highest:
+            present = [value for value in values if value is not None]
+            return max(present) if present else None
+        if not values or any(value is None for value in values):
+            return None
+        return min(values)
 
     def update(self, port: int, watermark: Watermark) -> Any:
         """The merged value of the watermark's column after this input's new one (or None)."""
@@ -25,39 +51,124 @@ class WatermarkMerger:
         if values is None:
             return None
         values[port] = watermark.value
-        if any(value is None for value in values):
-            return None
-        return min(values)
+        return self.merged(watermark.column)
+
+    def set_idle(self, port: int, idle: bool) -> list[tuple[str, Any]]:
+        """Mark input `port` idle or active; the merged values of the columns that have one."""
+        self.idle[port] = idle
+        merged = ((column, self.merged(column)) for column in sorted(self.latest))
+        return [(column, value) for column, value in merged if value is not None]
+
+    def behind(self, port: int, emitted: dict[str, Any]) -> list[tuple[str, Any]]:
+        """`(column, output watermark)` where input `port`'s latest is below what was emitted.
+
+        Only then can a row of that input be late: under `min` with no idle
+        input there is never one.
+        """
+        marks = []
+        for column, values in self.latest.items():
+            out = emitted.get(column)
+            if out is not None and (values[port] is None or values[port] < out):
+                marks.append((column, out))
+        return marks
+
+
+def late_positions(
+    columns: dict[str, list[Any]], marks: Sequence[tuple[str, Any]], size: int
+) -> tuple[list[bool], list[int], list[Any]]:
+    """Judge rows against output watermarks: `(keep, late indices, the mark each was below)`.
+
+    A row is late when a watermarked column holds a value below that column's
+    mark (a `None` is not judged); its mark is the first such, in `marks` order.
+    """
+    keep = [True] * size
+    late: list[int] = []
+    below: list[Any] = []
+    for index in range(size):
+        for column, mark in marks:
+            value = columns[column][index]
+            if value is not None and value < mark:
+                keep[index] = False
+                late.append(index)
+                below.append(mark)
+                break
+    return keep, late, below
 
 
 class UnionOperator(Operator):
     """Rows pass at once; watermarks through the merger.
 
-    Checkpoint: the merger's latest watermark of each input. Rescale: each
-    value becomes the minimum over the old units (None if one had none).
+    A row of an input whose watermark is behind the output watermark (an
+    input slower than the fastest under `policy="max"`, or one back from
+    idle) is judged against it and dropped when below: a late row, counted
+    and sent to `late_rows()` with the mark it was below.
+
+    Checkpoint: the merger's latest watermark of each input and the late
+    count. Rescale: each value becomes the minimum over the old units (None if
+    one had none); the late counts go to unit 0.
     """
 
     def __init__(self, node: Node, inputs: Sequence[EdgeInfo]) -> None:
         super().__init__(node, inputs)
-        self.merger = WatermarkMerger(len(inputs), node.info.watermarked)
+        transform = node.transform
+        assert isinstance(transform, Union)
+        self.merger = WatermarkMerger(len(inputs), node.info.watermarked, transform.policy)
+        self.order = [name for name in node.info.schema.names if name in node.info.watermarked]
+        self.late_count = 0
 
     def on_chunk(self, port: int, chunk: Chunk) -> list[Message]:
-        return [chunk]
+        if not self._emitted:
+            return [chunk]
+        marks = self.merger.behind(port, self._emitted)
+        if not marks:
+            return [chunk]
+        marks.sort(key=lambda pair: self.order.index(pair[0]))
+        keep, late, below = late_positions(chunk.columns, marks, chunk.size)
+        if not late:
+            return [chunk]
+        self.late_count += len(late)
+        out: list[Message] = []
+        if LATE in self.sides:
+            rows = chunk.take(late)
+            rows.columns[LATE_WATERMARK] = below
+            out.append(SideRows(LATE, rows))
+        kept = chunk.size - len(late)
+        if kept:
+            out.append(chunk.compress(keep, kept))
+        return out
 
     def on_watermark(self, port: int, watermark: Watermark) -> list[Message]:
         merged = self.merger.update(port, watermark)
         return [] if merged is None else self.watermarks([(watermark.column, merged)])
 
-    def snapshot(self) -> dict[str, list[Any]]:
-        return {column: list(values) for column, values in self.merger.latest.items()}
+    def on_status(self, port: int, status: Idleness) -> list[Message]:
+        out = self.watermarks(self.merger.set_idle(port, status.idle))
+        return out + super().on_status(port, status)
 
-    def restore(self, state: dict[str, list[Any]]) -> None:
-        self.merger.latest = {column: list(values) for column, values in state.items()}
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "latest": {column: list(values) for column, values in self.merger.latest.items()},
+            "late": self.late_count,
+        }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.merger.latest = {column: list(values) for column, values in state["latest"].items()}
+        self.late_count = state["late"]
 
     def rescale(self, states: Sequence[Any], units: int, owner: Owner) -> list[Any]:
         inputs = len(self.inputs)
         merged = {
-            column: [lowest_of(state[column][port] for state in states) for port in range(inputs)]
+            column: [
+                lowest_of(state["latest"][column][port] for state in states)
+                for port in range(inputs)
+            ]
             for column in self.merger.latest
         }
-        return [{column: list(values) for column, values in merged.items()} for _ in range(units)]
+        late = sum(state["late"] for state in states)
+        return [
+            {
+                "latest": {column: list(values) for column, values in merged.items()},
+                "late": late if unit == 0 else 0,
+            }
+            for unit in range(units)
+        ]

@@ -147,13 +147,19 @@ class Channel:
 
 
 class Output:
-    """One consuming edge of a unit: the dispatcher's route and the consumer units' channels."""
+    """One consuming edge of a unit: the dispatcher's route and the consumer units' channels.
 
-    __slots__ = ("route", "targets")
+    `side`: the kind of dropped rows the consumer reads (a `DroppedRows`
+    node), which then gets those rows as its chunks and no watermark; None
+    for every other consumer.
+    """
 
-    def __init__(self, route: Route, targets: list[Channel]) -> None:
+    __slots__ = ("route", "side", "targets")
+
+    def __init__(self, route: Route, targets: list[Channel], side: str | None = None) -> None:
         self.route = route
         self.targets = targets
+        self.side = side
 
     def send(self, chunk: Chunk) -> None:
         targets = self.targets

@@ -9,12 +9,15 @@ from sparkbeam.graph import EdgeInfo, Node
 from sparkbeam.messages import Watermark
 from sparkbeam.runners.direct.operator import (
     Chunk,
+    Idleness,
     Message,
     Operator,
     Owner,
+    SideRows,
     highest_of,
     lowest_of,
 )
+from sparkbeam.transforms.late import INVALID, LATE, LATE_WATERMARK
 from sparkbeam.transforms.watermark import WithWatermark
 
 
@@ -32,6 +35,17 @@ class WatermarkFilter(Operator):
     unit never judges rows against less than any old unit did, and the
     counters' totals go to unit 0. The barrier after a rescale announces the
     restored watermark.
+
+    Dropped rows go out as `SideRows` when a `DroppedRows` node reads them:
+    late rows with the watermark they were judged against (`late_watermark`),
+    rows with no event time as they came.
+
+    Idleness (`idle_after` epochs): an epoch that brings no row counts as
+    empty (unless the executor held this filter's sources back for watermark
+    alignment: `paused`); after `idle_after` empty epochs in a row the output
+    goes `IDLE` at the barrier, and the next row makes it `ACTIVE` before it
+    is passed on. Upstream idleness is then ignored (the filter decides from
+    the rows it sees); without `idle_after` it is passed through.
     """
 
     def __init__(self, node: Node, inputs: Sequence[EdgeInfo]) -> None:
@@ -46,40 +60,66 @@ class WatermarkFilter(Operator):
         self.max_time: int | None = None
         self.late_count = 0
         self.invalid_count = 0
+        self.idle_after = transform.idle_epochs(node.label)
+        self.empty_epochs = 0
+        self.saw_rows = False
+        self.paused = False
+        """Set by the executor for an epoch in which it held this filter's sources back."""
 
     def on_chunk(self, port: int, chunk: Chunk) -> list[Message]:
+        out: list[Message] = []
+        if self.idle_after is not None:
+            self.saw_rows = True
+            out += self.status(False)
         times = chunk.columns[self.column]
         if None in times:
             keep = [t is not None for t in times]
             kept = sum(keep)
             self.invalid_count += chunk.size - kept
+            if INVALID in self.sides:
+                dropped = chunk.compress([not k for k in keep], chunk.size - kept)
+                out.append(SideRows(INVALID, dropped))
             chunk = chunk.compress(keep, kept)
             times = chunk.columns[self.column]
             if not kept:
-                return []
+                return out
         if self.per_event:
-            return self._per_event(chunk, times)
+            return out + self._per_event(chunk, times)
         wm = self.wm
         if wm is not None and min(times) < wm:
             keep = [t >= wm for t in times]
             kept = sum(keep)
-            self.late_count += chunk.size - kept
+            late = chunk.size - kept
+            self.late_count += late
+            if LATE in self.sides:
+                out.append(self._late(chunk.compress([not k for k in keep], late), [wm] * late))
             if not kept:
-                return []
+                return out
             chunk = chunk.compress(keep, kept)
             times = chunk.columns[self.column]
         top = max(times)
         if self.max_time is None or top > self.max_time:
             self.max_time = top
-        return [chunk]
+        out.append(chunk)
+        return out
+
+    @staticmethod
+    def _late(rows: Chunk, marks: list[Any]) -> SideRows:
+        rows.columns[LATE_WATERMARK] = marks
+        return SideRows(LATE, rows)
 
     def _per_event(self, chunk: Chunk, times: list[int]) -> list[Message]:
         out: list[Message] = []
         wm, function = self.wm, self.function
         kept: list[int] = []
+        late: list[int] = []
+        marks: list[int] = []
         for index, t in enumerate(times):
             if wm is not None and t < wm:
                 self.late_count += 1
+                if LATE in self.sides:
+                    late.append(index)
+                    marks.append(wm)
                 continue
             kept.append(index)
             candidate = function(t)
@@ -90,6 +130,8 @@ class WatermarkFilter(Operator):
                 out.extend(self._raise(wm))
         if kept:
             out.append(chunk.take(kept))
+        if late:
+            out.append(self._late(chunk.take(late), marks))
         self.wm = wm
         return out
 
@@ -99,16 +141,32 @@ class WatermarkFilter(Operator):
         return self.watermarks([(self.column, wm if upstream is None else max(wm, upstream))])
 
     def on_barrier(self, epoch: int) -> list[Message]:
+        out = self._idleness() if self.idle_after is not None else []
         if self.max_time is None:
-            return []
+            return out
         wm = self.wm
         if not self.per_event:
             candidate = self.function(self.max_time)
             if wm is None or candidate > wm:
                 wm = candidate
         if wm is None:
-            return []
-        return self._raise(wm)  # emits only what raises the output (after a rescale, the wm)
+            return out
+        return self._raise(wm) + out  # emits only what raises the output (after a rescale, the wm)
+
+    def _idleness(self) -> list[Message]:
+        """Count this epoch as empty or not; `IDLE` once `idle_after` empty epochs ran."""
+        assert self.idle_after is not None
+        saw, self.saw_rows = self.saw_rows, False
+        if saw:
+            self.empty_epochs = 0
+        elif not self.paused:
+            self.empty_epochs += 1
+        if self.empty_epochs >= self.idle_after:
+            return self.status(True)
+        return []
+
+    def on_status(self, port: int, status: Idleness) -> list[Message]:
+        return [] if self.idle_after is not None else super().on_status(port, status)
 
     def on_watermark(self, port: int, watermark: Watermark) -> list[Message]:
         if watermark.column != self.column:

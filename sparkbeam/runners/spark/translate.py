@@ -11,6 +11,12 @@ the direct runner does it, so negative times and offsets agree.
 This module translates bounded input, where Spark runs a batch job and the
 end of input flushes everything: watermarks decide only when rows would be
 emitted, never which (SPEC Prop 1.1), so a batch plan needs none of them.
+
+Bounded input is one epoch, so no row is judged after a watermark: late rows
+are none (`late_rows()` is an empty DataFrame), and `Union`/`Join`
+`policy`, `WithWatermark` `idle_after` (no input is idle for an epoch) and
+`max_drift` (no later epoch to hold back) change nothing: they are accepted,
+and the rows are those the direct runner gives.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from sparkbeam.transforms.connectors import KNOWN_SCHEMAS, ForEachBatch, ReadFro
 from sparkbeam.transforms.elementwise import Filter, Map, Select
 from sparkbeam.transforms.files import ReadFiles, WriteFiles, data_files
 from sparkbeam.transforms.join import Join
+from sparkbeam.transforms.late import INVALID, DroppedRows
 from sparkbeam.transforms.sort import Sort
 from sparkbeam.transforms.sources import Create
 from sparkbeam.transforms.union import Union
@@ -228,6 +235,19 @@ def with_watermark(translation: Translation, node: Node, inputs: Sequence[DataFr
     time = F.col(transform.column)
     translation.invalid[node.id] = frame.filter(time.isNull())
     return frame.filter(time.isNotNull())
+
+
+@translates(DroppedRows)
+def dropped_rows(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+    """Late rows: none in a batch job (one epoch: every row is judged before any watermark,
+    at a `WithWatermark`, `Union` or `Join` alike). Invalid rows: the `WithWatermark`'s
+    input rows with no event time."""
+    transform = node.transform
+    assert isinstance(transform, DroppedRows)
+    if transform.kind == INVALID:
+        return translation.invalid[node.inputs[0]]
+    schema = spark_schema(node.info.schema, node.label)
+    return translation.spark.createDataFrame([], schema=schema)
 
 
 @translates(Map)

@@ -323,8 +323,10 @@ def test_union_and_filter_rescale_take_the_common_floor_and_the_maximum() -> Non
     old_unions[1].on_watermark(0, Watermark("t", 6))
     fresh_union = _fresh(union)
     assert isinstance(fresh_union, UnionOperator)
+    old_unions[1].late_count = 2
     states = fresh_union.rescale([u.snapshot() for u in old_unions], 3, lambda key: 0)
-    assert states == [{"t": [5, None]}] * 3
+    assert [state["latest"] for state in states] == [{"t": [5, None]}] * 3
+    assert [state["late"] for state in states] == [2, 0, 0]  # the total, once
 
     filters = [_fresh(a), _fresh(a)]
     filters[0].on_chunk(0, Chunk({"t": [10, 3]}, 2))

@@ -1,0 +1,339 @@
+"""Several watermarks: `policy="min"|"max"`, idle inputs and alignment (issue 8, items 2-4).
+
+Rules under test:
+
+- `Union(..., policy="max")` / `Join(..., policy="max")` follow the fastest
+  input; rows of slower inputs below the output watermark are late there
+  (`late_rows()` of the Union/Join). `min` stays the model's rule.
+- `WithWatermark(idle_after=n)`: after `n` epochs without rows the input is
+  idle and left out of the minimum; its rows below the combined watermark
+  when it comes back are late at the Union/Join.
+- `WithWatermark(max_drift=d)`: a source whose watermark runs more than `d`
+  ahead of the slowest one it meets has its further epochs held back.
+- On bounded input (one epoch) none of them changes the rows, on both runners.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+import sparkbeam as sb
+
+
+def stream(*epochs: list[dict[str, Any]], schema: Any = None) -> sb.TestStream:
+    ts = sb.TestStream(schema)
+    for rows in epochs:
+        ts.add_epoch(rows)
+    return ts
+
+
+def marks(result: Any, pcoll: sb.PCollection, column: str = "t") -> list[Any]:
+    return [w.value for w in result.watermarks(pcoll) if w.column == column]
+
+
+def ts(rows: list[dict[str, Any]]) -> list[Any]:
+    return [row["t"] for row in rows]
+
+
+# --- policy ------------------------------------------------------------------------------
+
+
+def test_union_policy_max_follows_the_fastest_input_and_drops_the_slower_ones_rows() -> None:
+    p = sb.Pipeline()
+    fast = (p | "fast" >> stream([{"t": 100}], [{"t": 101}])).with_watermark("t", 0)
+    slow = (p | "slow" >> stream([{"t": 1}], [{"t": 2}, {"t": 150}])).with_watermark("t", 0)
+    merged = fast.union(slow, policy="max")
+    late = merged.late_rows()
+    result = p.run()
+    assert [ts(rows) for rows in result.collect_by_epoch(merged)] == [[100, 1], [101, 150], []]
+    assert result.collect_by_epoch(late) == [[], [{"t": 2, "late_watermark": 100}], []]
+    assert marks(result, merged) == [100, 101, 150]
+    assert result.late_count(merged) == 1
+    assert result.late_count(slow) == 0  # the slow input's own filter kept it
+
+
+def test_union_policy_min_is_the_default_and_drops_nothing() -> None:
+    p = sb.Pipeline()
+    fast = (p | "fast" >> stream([{"t": 100}], [{"t": 101}])).with_watermark("t", 0)
+    slow = (p | "slow" >> stream([{"t": 1}], [{"t": 2}, {"t": 150}])).with_watermark("t", 0)
+    merged = fast.union(slow)
+    late = merged.late_rows()
+    result = p.run()
+    assert sorted(ts(result.collect(merged))) == [1, 2, 100, 101, 150]
+    assert result.collect(late) == []
+    assert marks(result, merged) == [1, 101]
+
+
+def test_policy_max_makes_more_rows_late_downstream_windows_close_earlier() -> None:
+    def run(policy: str) -> tuple[list[list[Any]], int]:
+        p = sb.Pipeline()
+        a = (p | "a" >> stream([{"t": 10}], [{"t": 30}], [{"t": 50}])).with_watermark("t", 0)
+        b = (p | "b" >> stream([{"t": 0}], [{"t": 5}], [{"t": 25}])).with_watermark("t", 0)
+        merged = a.union(b, policy=policy)
+        windows = merged.tumble("t", 10).combine_per_key(["window_start"], n=sb.Count())
+        result = p.run()
+        epochs = [
+            sorted(r["window_start"] for r in rows) for rows in result.collect_by_epoch(windows)
+        ]
+        return epochs, result.late_count(merged)
+
+    slowest, none_late = run("min")
+    fastest, late = run("max")
+    assert (none_late, late) == (0, 2)  # 5 (behind 10) and 25 (behind 30)
+    assert slowest == [[], [], [0, 10], [20, 30, 50]]
+    assert fastest == [[0], [10], [30], [50]]
+
+
+def test_join_policy_max_drops_slow_sides_rows_as_late_laid_out_unmatched() -> None:
+    p = sb.Pipeline()
+    left = (p | "l" >> stream([{"t": 10, "a": "x"}], [{"t": 20, "a": "y"}])).with_watermark("t", 0)
+    right = (
+        p | "r" >> stream([{"t": 1, "b": 1}], [{"t": 5, "b": 2}, {"t": 20, "b": 3}])
+    ).with_watermark("t", 0)
+    joined = left.join(right, on="t", how="left", policy="max")
+    late = joined.late_rows()
+    result = p.run()
+    assert sorted(result.collect(joined), key=lambda r: r["t"]) == [
+        {"t": 10, "a": "x", "b": None},
+        {"t": 20, "a": "y", "b": 3},
+    ]
+    assert result.collect(late) == [{"t": 5, "a": None, "b": 2, "late_watermark": 10}]
+    assert marks(result, joined) == [10, 20]
+    assert result.late_count(joined) == 1
+
+
+def test_bounded_input_policy_idle_and_drift_change_nothing(runner: Any) -> None:
+    with sb.Pipeline(runner=runner) as p:
+        a = (p | "a" >> sb.Create([{"t": 100, "k": 1}, {"t": 3, "k": 2}])).with_watermark(
+            "t", 0, idle_after=1, max_drift=5
+        )
+        b = (p | "b" >> sb.Create([{"t": 1, "k": 1}])).with_watermark("t", 0, idle_after="1 second")
+        merged = a.union(b, policy="max")
+        joined = a.join(b, on="t", how="full", policy="max")
+        late = merged.late_rows()
+        joined_late = joined.late_rows()
+    result = p.result
+    assert Counter(ts(result.collect(merged))) == Counter([100, 3, 1])
+    assert Counter(ts(result.collect(joined))) == Counter([100, 3, 1])
+    assert result.collect(late) == result.collect(joined_late) == []
+    assert result.late_count(merged) == result.late_count(joined) == 0
+
+
+def test_bad_policy_is_refused_when_applied() -> None:
+    p = sb.Pipeline()
+    a, b = p | "a" >> sb.Create([{"t": 1}]), p | "b" >> sb.Create([{"t": 1}])
+    with pytest.raises(sb.PipelineError, match=r"policy='avg'.*policy='min'"):
+        a.union(b, policy="avg")
+    with pytest.raises(sb.PipelineError, match="policy='mean'"):
+        a.join(b, on="t", policy="mean")
+
+
+# --- idle inputs ---------------------------------------------------------------------------
+
+
+def silent_source_pipeline(idle_after: int | None) -> tuple[Any, Any, Any, Any]:
+    p = sb.Pipeline()
+    busy = p | "busy" >> stream(*[[{"t": 10 * i}] for i in range(1, 7)])
+    silent = p | "silent" >> stream([{"t": 5}], [], [], [], [{"t": 6}, {"t": 70}], [])
+    a = busy.with_watermark("t", 0)
+    b = silent.with_watermark("t", 0, idle_after=idle_after)
+    merged = a.union(b)
+    windows = merged.tumble("t", 10).combine_per_key(["window_start"], n=sb.Count())
+    return p, merged, windows, merged.late_rows()
+
+
+def test_a_silent_source_holds_back_windows_without_idle_after() -> None:
+    p, _, windows, late = silent_source_pipeline(None)
+    result = p.run()
+    emitted = [sorted(r["window_start"] for r in rows) for rows in result.collect_by_epoch(windows)]
+    assert emitted[:4] == [[], [], [], []]  # held by the silent source's watermark of 5
+    assert result.collect(late) == []
+
+
+def test_an_idle_source_no_longer_holds_back_windows_and_its_old_rows_come_back_late() -> None:
+    p, merged, windows, late = silent_source_pipeline(1)
+    result = p.run()
+    emitted = [sorted(r["window_start"] for r in rows) for rows in result.collect_by_epoch(windows)]
+    assert emitted == [[], [0, 10], [20], [30], [40], [50], [60, 70]]
+    assert result.collect_by_epoch(late) == [
+        [],
+        [],
+        [],
+        [],
+        [{"t": 6, "late_watermark": 40}],
+        [],
+        [],
+    ]
+    assert marks(result, merged) == [5, 20, 30, 40, 50, 60]
+
+
+def test_idle_after_counts_only_epochs_with_no_rows() -> None:
+    p = sb.Pipeline()
+    a = (p | "a" >> stream(*[[{"t": 10 * i}] for i in range(1, 6)])).with_watermark("t", 0)
+    b = (p | "b" >> stream([{"t": 1}], [], [{"t": 2}], [], [])).with_watermark("t", 0, idle_after=2)
+    merged = a.union(b)
+    result = p.run()
+    # b's empty epochs: 1 (then rows in 2), then 3 and 4: idle only at the end of epoch 4.
+    assert marks(result, merged) == [1, 2, 50]
+
+
+def test_a_stream_with_fewer_epochs_goes_idle_after_its_last() -> None:
+    p = sb.Pipeline()
+    a = (p | "a" >> stream(*[[{"t": 10 * i}] for i in range(1, 5)])).with_watermark("t", 0)
+    short = (p | "b" >> stream([{"t": 1}])).with_watermark("t", 0, idle_after=1)
+    merged = a.union(short)
+    result = p.run()
+    assert marks(result, merged) == [1, 20, 30, 40]  # without idle_after: [1] until the end
+
+
+def test_an_idle_join_side_does_not_hold_back_the_window_key() -> None:
+    p = sb.Pipeline()
+    left = (p | "l" >> stream(*[[{"w": 10 * i, "a": i}] for i in range(4)])).with_watermark("w", 0)
+    right = (p | "r" >> stream([{"w": 0, "b": 0}], [], [], [{"w": 5, "b": 5}])).with_watermark(
+        "w", 0, idle_after=1
+    )
+    joined = left.join(right, on="w", how="left")
+    late = joined.late_rows()
+    result = p.run()
+    unmatched = [
+        [r["w"] for r in rows if r["b"] is None] for rows in result.collect_by_epoch(joined)
+    ]
+    # Idle after epoch 1, the right side no longer holds the key's watermark: left 10 is
+    # emitted unmatched in epoch 2. Back in epoch 3 it holds it again (min with 5).
+    assert unmatched == [[], [], [10], [], [20, 30]]
+    assert result.collect(late) == [{"w": 5, "a": None, "b": 5, "late_watermark": 20}]
+
+
+def test_idle_after_as_processing_time_is_refused_on_the_direct_runner() -> None:
+    p = sb.Pipeline()
+    (p | stream([{"t": 1}])).with_watermark("t", 0, idle_after="30 seconds")
+    with pytest.raises(sb.PipelineError, match=r"processing time.*number of epochs"):
+        p.run()
+
+
+@pytest.mark.parametrize(
+    ("idle_after", "message"),
+    [
+        (0, "at least 1"),
+        (-2, "at least 1"),
+        (1.5, "neither a number of epochs nor a duration"),
+        ("soon", "cannot read duration 'soon'"),
+        ("0 seconds", "positive duration"),
+    ],
+)
+def test_bad_idle_after_is_refused_when_applied(idle_after: Any, message: str) -> None:
+    p = sb.Pipeline()
+    pc = p | stream([{"t": 1}])
+    with pytest.raises(sb.PipelineError, match=message):
+        pc.with_watermark("t", 0, idle_after=idle_after)
+
+
+# --- alignment ---------------------------------------------------------------------------
+
+
+def racing_pipeline(max_drift: int | None) -> tuple[Any, Any, Any, Any]:
+    p = sb.Pipeline()
+    fast = p | "fast" >> stream(*[[{"t": 100 * i + j} for j in range(10)] for i in range(10)])
+    slow = p | "slow" >> stream(*[[{"t": 20 * i}] for i in range(60)])
+    f = fast.with_watermark("t", 0, max_drift=max_drift)
+    s = slow.with_watermark("t", 0)
+    merged = f.union(s)
+    ordered = merged.sort("t")
+    return p, f, merged, ordered
+
+
+def test_a_racing_source_is_held_back_so_state_stays_bounded() -> None:
+    p, _, free_merged, free_ordered = racing_pipeline(None)
+    free = p.run()
+    p, f, merged, ordered = racing_pipeline(50)
+    held = p.run()
+    assert ts(held.collect(ordered)) == ts(free.collect(free_ordered))  # the same rows, in order
+    assert held.late_count(merged) == free.late_count(free_merged) == 0
+    assert free.peak_state_size(free_ordered) >= 80  # most of the fast source's 100 rows
+    assert held.peak_state_size(ordered) <= 30
+    fast_epochs = [len(rows) for rows in held.collect_by_epoch(f)]
+    assert fast_epochs[:3] == [10, 10, 0]  # after epoch 1 (wm 109 against 20) it waits
+    assert sum(1 for n in fast_epochs if n) == 10
+    slow_marks = [m for m in marks(held, merged)]
+    assert slow_marks == sorted(slow_marks)
+
+
+def test_max_drift_is_in_the_column_units_and_checked_when_applied() -> None:
+    p = sb.Pipeline()
+    pc = p | stream([{"t": 1, "s": "x"}])
+    with pytest.raises(sb.PipelineError, match="max_drift '5 minutes' is not an integer"):
+        pc.with_watermark("t", 0, max_drift="5 minutes")
+    with pytest.raises(sb.PipelineError, match="max_drift must be zero or positive"):
+        pc.with_watermark("t", 0, max_drift=-1)
+    with pytest.raises(sb.PipelineError, match="'s' is str, not an event time"):
+        pc.with_watermark("s", 0, max_drift=1)
+
+
+def test_max_drift_between_watermarks_of_different_types_is_refused() -> None:
+    p = sb.Pipeline()
+    a = (p | "a" >> stream([{"t": datetime(2026, 1, 1), "n": 1}])).with_watermark(
+        "t", "1 minute", max_drift="1 hour"
+    )
+    b = (p | "b" >> stream([{"t": datetime(2026, 1, 1), "n": 1}])).with_watermark("n", 0)
+    a.union(b)
+    with pytest.raises(sb.PipelineError, match=r"max_drift compares.*cannot be compared"):
+        p.run()
+
+
+@pytest.mark.parametrize(
+    "runner",
+    [sb.DirectRunner(parallelism=2), sb.DirectRunner(schedule="random", seed=1)],
+    ids=["parallel", "random"],
+)
+@pytest.mark.parametrize("option", [{"idle_after": 1}, {"max_drift": 5}])
+def test_parallel_units_refuse_idle_and_drift(runner: Any, option: dict[str, Any]) -> None:
+    p = sb.Pipeline(runner=runner)
+    (p | stream([{"t": 1}])).with_watermark("t", 0, **option)
+    with pytest.raises(sb.PipelineError, match="single-unit direct runner only"):
+        p.run()
+
+
+def test_policy_max_with_parallel_units_judges_per_unit() -> None:
+    p = sb.Pipeline(runner=sb.DirectRunner(parallelism=2))
+    fast = (p | "fast" >> stream([{"t": 100}, {"t": 100}], [{"t": 101}])).with_watermark("t", 0)
+    slow = (p | "slow" >> stream([{"t": 1}, {"t": 1}], [{"t": 2}, {"t": 2}])).with_watermark("t", 0)
+    merged = fast.union(slow, policy="max")
+    late = merged.late_rows()
+    result = p.run()
+    assert result.late_count(merged) == len(result.collect(late)) == 2
+    assert sorted(ts(result.collect(merged))) == [1, 1, 100, 100, 101]
+
+
+# --- Spark streaming: refused, by message ---------------------------------------------------
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda a, b: a.union(b, policy="max"), "policy='max' on unbounded input"),
+        (lambda a, b: a.join(b, on="t", policy="max"), "policy='max' on unbounded input"),
+    ],
+    ids=["union", "join"],
+)
+def test_spark_streaming_refuses_policy_max(spark_runner: Any, build: Any, message: str) -> None:
+    p = sb.Pipeline(runner=spark_runner)
+    a = (p | "a" >> stream([{"t": 1}])).with_watermark("t", 0)
+    b = (p | "b" >> stream([{"t": 1}])).with_watermark("t", 0)
+    build(a, b)
+    with pytest.raises(sb.PipelineError, match=message):
+        p.run()
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("option", [{"idle_after": 2}, {"max_drift": 5}])
+def test_spark_streaming_refuses_idle_and_drift(spark_runner: Any, option: dict[str, Any]) -> None:
+    p = sb.Pipeline(runner=spark_runner)
+    (p | stream([{"t": 1}])).with_watermark("t", 0, **option)
+    (name,) = option
+    with pytest.raises(sb.PipelineError, match=rf"{name}=.* on unbounded input is not supported"):
+        p.run()
