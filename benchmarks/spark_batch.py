@@ -11,6 +11,7 @@ and the table reports the median of each and their ratio.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -88,6 +89,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "sparkbeam-bench"))
+    parser.add_argument("--json", action="store_true", help="print one JSON line (for run.py)")
     args = parser.parse_args()
 
     spark = session()
@@ -103,6 +105,10 @@ def main() -> None:
         for name, build in jobs.items():
             times[name].append(timed(build))
     hand = statistics.median(times["hand-written"])
+    if args.json:
+        medians = {name: statistics.median(values) for name, values in times.items()}
+        print(json.dumps({"rows": args.rows, "seconds": medians}))
+        return
     print(f"Spark batch, watermark + tumble 60 s + per-key sum, {args.rows:,} rows, local[2]")
     print(f"{'job':<14} {'median s':>9} {'rows/s':>12} {'vs hand-written':>16}")
     for name, values in times.items():

@@ -21,6 +21,7 @@ variant reads the same epoch files, fed one epoch at a time with
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -191,11 +192,20 @@ def run_sparkbeam(spark: SparkSession, epochs: list[list[dict[str, Any]]]) -> fl
     return time.perf_counter() - start
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--rows", type=int, default=2_000_000)
+def arguments(doc: str | None, rows: int) -> argparse.Namespace:
+    """The options both streaming benchmarks take."""
+    parser = argparse.ArgumentParser(description=doc)
+    parser.add_argument("--rows", type=int, default=rows)
     parser.add_argument("--epochs", type=int, default=10)
-    args = parser.parse_args()
+    parser.add_argument(
+        "--variants", default="", help="comma-separated names to run (default: all)"
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON line (for run.py)")
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = arguments(__doc__, rows=2_000_000)
     spark = session()
     epochs = make_epochs(args.rows, args.epochs)
     data = tempfile.mkdtemp(prefix="sparkbeam-bench-data-")
@@ -213,17 +223,29 @@ def main() -> None:
         ),
         "sparkbeam": lambda: run_sparkbeam(spark, epochs),
     }
-    variants["hand-written"]()  # warm-up
-    results = {name: variant() for name, variant in variants.items()}
-    base = results["hand-written"]
-    print(
+    title = (
         f"Spark streaming, watermark + tumble 60 s + per-key sum, {args.rows:,} rows, "
         f"{args.epochs} epochs, local[2]"
     )
-    print(f"{'query':<30} {'seconds':>8} {'rows/s':>10} {'vs hand-written':>16}")
-    for name, seconds in results.items():
-        print(f"{name:<30} {seconds:>8.2f} {args.rows / seconds:>10,.0f} {seconds / base:>15.2f}x")
+    measure(variants, args, title)
     shutil.rmtree(data, ignore_errors=True)
+
+
+def measure(variants: dict[str, Callable[[], float]], args: argparse.Namespace, title: str) -> None:
+    """Run the chosen variants after a warm-up; print a table, or one JSON line for run.py."""
+    if args.variants:
+        wanted = {"hand-written", *args.variants.split(",")}
+        variants = {name: run for name, run in variants.items() if name in wanted}
+    variants["hand-written"]()  # warm-up
+    results = {name: variant() for name, variant in variants.items()}
+    if args.json:
+        print(json.dumps({"rows": args.rows, "epochs": args.epochs, "seconds": results}))
+        return
+    base = results["hand-written"]
+    print(title)
+    print(f"{'query':<32} {'seconds':>8} {'rows/s':>10} {'vs hand-written':>16}")
+    for name, seconds in results.items():
+        print(f"{name:<32} {seconds:>8.2f} {args.rows / seconds:>10,.0f} {seconds / base:>15.2f}x")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from sparkbeam.runners.direct import DirectRunner
 from sparkbeam.schema import Schema
 from sparkbeam.testing import assert_that, equal_to
 from sparkbeam.transforms.combine import CombineFn, CombinePerKey, Count, Max, Mean, Min, Sum
+from sparkbeam.transforms.connectors import ForEachBatch, ReadFromSpark
 from sparkbeam.transforms.elementwise import Expr, Filter, Map, Select, col
 from sparkbeam.transforms.files import ReadFiles, WriteFiles
 from sparkbeam.transforms.join import Join
@@ -43,6 +44,7 @@ __all__ = [
     "DirectRunner",
     "Expr",
     "Filter",
+    "ForEachBatch",
     "Hop",
     "InvariantViolation",
     "Join",
@@ -56,6 +58,7 @@ __all__ = [
     "PipelineError",
     "PipelineResult",
     "ReadFiles",
+    "ReadFromSpark",
     "Schema",
     "Select",
     "Session",

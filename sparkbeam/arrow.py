@@ -49,7 +49,11 @@ def from_arrow(data: pa.Table | pa.RecordBatch, schema: Schema) -> Columns:
     for name, kind in schema.fields:
         array = data.column(name)
         if kind is _dt.datetime:
-            array = array.cast(pa.timestamp("us")).cast(pa.int64())
+            found = array.type
+            if isinstance(array, pa.Array) and pa.types.is_timestamp(found) and found.unit == "us":
+                array = array.view(pa.int64())  # the same microseconds (UTC), with no copy
+            else:
+                array = array.cast(pa.timestamp("us")).cast(pa.int64())
         columns[name] = array.to_pylist()
     return columns
 

@@ -23,6 +23,7 @@ from sparkbeam.metrics import TransformMetrics
 from sparkbeam.schema import Row, Schema
 from sparkbeam.time import Duration
 from sparkbeam.transforms.combine import AggregateFn, CombineFn, CombinePerKey
+from sparkbeam.transforms.connectors import ForEachBatch
 from sparkbeam.transforms.elementwise import Expr, Filter, Map, Select
 from sparkbeam.transforms.files import WriteFiles
 from sparkbeam.transforms.join import Join
@@ -280,6 +281,9 @@ class PCollection:
         self, path: str, format: str = "parquet", mode: str = "overwrite"
     ) -> PCollection:
         return self | WriteFiles(path, format=format, mode=mode)
+
+    def for_each_batch(self, fn: Callable[[list[Row], int], Any]) -> PCollection:
+        return self | ForEachBatch(fn)
 
     def filter(self, predicate: Callable[[Row], bool]) -> PCollection:
 

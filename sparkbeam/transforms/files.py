@@ -5,7 +5,8 @@
   csv are ISO 8601 with microseconds and an offset (`2026-04-01T10:00:00.000000Z`).
 - `path` is a file or a directory; a directory's files are read in name
   order, skipping names that start with `_` or `.` (Spark's `_SUCCESS`,
-  checksums), not recursing.
+  checksums), not recursing; of a directory a Spark streaming file sink
+  wrote, only the files its `_spark_metadata` log committed (as Spark reads it).
 - Schema: parquet files carry theirs (read from the first file's footer when
   `schema` is not given, and checked against every file when the transform is
   applied); json and csv need `schema=`.
@@ -16,7 +17,9 @@
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import os
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -37,16 +40,59 @@ def _check_format(format: str, label: str) -> None:
 
 
 def data_files(path: str, label: str) -> list[str]:
-    """The files under `path` (a file, or a directory's visible files in name order)."""
+    """The files under `path` (a file, or a directory's visible files in name order).
+
+    A directory a Spark streaming file sink wrote (it has `_spark_metadata`)
+    holds only the files its log committed: a micro-batch that was stopped
+    or failed half-way may have left others, which Spark's readers skip too.
+    """
     if os.path.isfile(path):
         return [path]
     if not os.path.isdir(path):
         raise PipelineError(f"{label}: no file or directory at {path!r}; check the path")
+    names = sorted(os.listdir(path))
+    committed = committed_files(os.path.join(path, SINK_LOG))
     return [
         os.path.join(path, name)
-        for name in sorted(os.listdir(path))
-        if not name.startswith(("_", ".")) and os.path.isfile(os.path.join(path, name))
+        for name in names
+        if not name.startswith(("_", "."))
+        and os.path.isfile(os.path.join(path, name))
+        and (committed is None or name in committed)
     ]
+
+
+SINK_LOG = "_spark_metadata"
+
+
+def committed_files(log: str) -> set[str] | None:
+    """The names of the files a Spark file sink's log (`_spark_metadata`) holds; None if none.
+
+    The log has one file per batch (`7`) and, every few batches, a compacted
+    one holding all before it (`9.compact`); each is a version line (`v1`)
+    and one JSON entry per file: `{"path": ..., "action": "add"|"delete"}`.
+    """
+    if not os.path.isdir(log):
+        return None
+    batches: dict[int, str] = {}
+    for name in os.listdir(log):
+        stem = name.removesuffix(".compact")
+        if stem.isdigit():
+            batches[int(stem)] = name
+    compacted = [b for b, name in batches.items() if name.endswith(".compact")]
+    first = max(compacted, default=0)
+    files: set[str] = set()
+    for batch in sorted(b for b in batches if b >= first):
+        with open(os.path.join(log, batches[batch]), encoding="utf-8") as handle:
+            for line in handle.read().splitlines()[1:]:
+                if not line.strip():
+                    continue
+                entry = json.loads(line)
+                name = os.path.basename(urllib.parse.urlparse(entry["path"]).path)
+                if entry.get("action") == "delete":
+                    files.discard(name)
+                else:
+                    files.add(name)
+    return files
 
 
 def parquet_schema(path: str, label: str) -> Schema:

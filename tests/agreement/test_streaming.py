@@ -16,6 +16,8 @@ def run(builder: Any, runner: Any) -> tuple[dict[str, list[list[dict[str, Any]]]
     p = sb.Pipeline(runner=runner)
     outputs, watermarked = builder(p)
     result = p.run()
+    if isinstance(runner, sb.SparkRunner):
+        result.prepare(*outputs.values())  # the outputs' queries side by side
     by_epoch = {name: result.collect_by_epoch(pcoll) for name, pcoll in outputs.items()}
     counts = [(result.late_count(w), result.invalid_count(w)) for w in watermarked]
     return by_epoch, counts

@@ -334,6 +334,44 @@ def test_group_is_emitted_once_its_window_passes_the_watermark() -> None:
     }
 
 
+def test_groups_opened_after_others_were_emitted_start_from_nothing() -> None:
+    # The direct runner reuses an emitted group's slot for a new group: every aggregate of
+    # the new group must start empty (a Sum or Min of only None stays None, a Count at 0).
+    p = sb.Pipeline()
+    epochs = [
+        [{"k": k, "t": t, "v": v} for k, v in (("a", 5), ("b", None), ("c", 1.5))]
+        for t in range(0, 40, 10)
+    ]
+    out = (
+        p
+        | stream_of(*epochs, schema={"k": str, "t": int, "v": float})
+        | sb.WithWatermark("t", 0)
+        | sb.CombinePerKey(
+            ["k", "t"],
+            n=sb.Count(),
+            values=sb.Count("v"),
+            total=sb.Sum("v"),
+            mean=sb.Mean("v"),
+            low=sb.Min("v"),
+            high=sb.Max("v"),
+        )
+    )
+    rows = p.run().collect(out)
+    assert len(rows) == 12
+    for row in rows:
+        v = {"a": 5.0, "b": None, "c": 1.5}[row["k"]]
+        assert row == {
+            "k": row["k"],
+            "t": row["t"],
+            "n": 1,
+            "values": 0 if v is None else 1,
+            "total": v,
+            "mean": v,
+            "low": v,
+            "high": v,
+        }
+
+
 def test_group_on_a_watermarked_column_itself() -> None:
     # Key t (integers, delay 0): wm 2 releases group 1; wm 3 releases group 2; end: 3.
     p = sb.Pipeline()

@@ -112,6 +112,21 @@ def test_ties_across_epochs_keep_arrival_order() -> None:
     assert [r["id"] for r in p.result.collect(sorted_rows)] == ["early", "first", "second", "third"]
 
 
+@pytest.mark.parametrize("emit", ["periodic", "event"])
+def test_epochs_of_several_chunks_come_out_in_time_then_arrival_order(emit: str) -> None:
+    # 20,000 rows an epoch: several chunks each, held as several sorted runs; many ties.
+    epochs = [
+        [{"id": i, "t": i // 4 - (i * 7919) % 3000} for i in range(e * 20_000, (e + 1) * 20_000)]
+        for e in range(3)
+    ]
+    with sb.Pipeline() as p:
+        watermarked = p | stream(*epochs) | sb.WithWatermark("t", 1000, emit=emit)
+        sorted_rows = watermarked | sb.Sort("t")
+    kept = p.result.collect(watermarked)
+    assert p.result.late_count(watermarked) > 0
+    assert p.result.collect(sorted_rows) == sorted(kept, key=lambda r: r["t"])
+
+
 def test_end_of_bounded_input_flushes_everything_in_order() -> None:
     rows = [{"id": i, "t": t} for i, t in enumerate([5, 3, 9, 3, 1, 9, 0])]
     with sb.Pipeline() as p:

@@ -16,6 +16,8 @@ producing unit).
 
 from __future__ import annotations
 
+from itertools import islice
+from operator import le
 from typing import Any
 
 from sparkbeam.errors import InvariantViolation
@@ -74,7 +76,7 @@ class EdgeCheck:
 class OrderCheck:
     """The order a `Sort` promises: non-decreasing `column` within each key."""
 
-    __slots__ = ("column", "keys", "label", "last", "schema")
+    __slots__ = ("column", "high", "keys", "label", "last", "schema")
 
     def __init__(self, label: str, schema: Schema, column: str, keys: tuple[str, ...]) -> None:
         self.label = label
@@ -82,13 +84,26 @@ class OrderCheck:
         self.column = column
         self.keys = keys
         self.last: dict[tuple[Any, ...], Any] = {}
+        self.high: Any = None
+        """The largest value seen (of any key)."""
 
     def chunk(self, chunk: Chunk) -> None:
         values = chunk.columns[self.column]
-        key_columns = [chunk.columns[key] for key in self.keys]
+        if not values:
+            return
+        keys: list[tuple[Any, ...]] = (
+            list(zip(*(chunk.columns[key] for key in self.keys), strict=True))
+            if self.keys
+            else [()] * len(values)
+        )
+        high = self.high
+        if (high is None or values[0] >= high) and all(map(le, values, islice(values, 1, None))):
+            # In order over all keys, from above every key's last value: in order within each.
+            self.last.update(zip(keys, values, strict=True))
+            self.high = values[-1]
+            return
         last = self.last
-        for index, value in enumerate(values):
-            key = tuple(column[index] for column in key_columns)
+        for key, value in zip(keys, values, strict=True):
             previous = last.get(key)
             if previous is not None and value < previous:
                 convert = to_external(self.schema.type_of(self.column))
@@ -103,6 +118,9 @@ class OrderCheck:
                     )
                 )
             last[key] = value
+            if high is None or value > high:
+                high = value
+        self.high = high
 
 
 class GlobalWatermarkCheck:

@@ -1,9 +1,10 @@
 """Direct operator for `CombinePerKey` (rules in `transforms.combine`).
 
-State: the open groups (in arrival order), one accumulator table per
-aggregate, and for each watermarked key column a heap of the values that
-open groups hold in it. `W(c, wm)` on a key column releases every group whose
-value in `c` is `< wm`, then passes on; the end of input releases the rest.
+State: the open groups (in arrival order), each with a slot, one
+accumulator table per aggregate (a list indexed by slot), and for each
+watermarked key column a heap of the values that open groups hold in it.
+`W(c, wm)` on a key column releases every group whose value in `c` is
+`< wm`, then passes on; the end of input releases the rest.
 
 Checkpoint: the open groups in arrival order, each with its accumulators
 (the heaps are rebuilt on restore). Rescale: each group goes to the unit
@@ -15,7 +16,8 @@ from __future__ import annotations
 import copy
 import heapq
 from collections import Counter
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
+from itertools import compress, repeat
 from typing import Any
 
 from sparkbeam.graph import EdgeInfo, Node
@@ -28,40 +30,59 @@ Key = Hashable
 
 
 class Accumulators:
-    """One aggregate's state for every open group."""
+    """One aggregate's state for every open group, in a list indexed by the group's slot.
 
-    def add(self, keys: Sequence[Key], chunk: Chunk) -> None:
+    The operator gives each open group a slot (a small integer, reused once
+    the group is emitted) and passes each chunk's rows as their groups'
+    slots: adding a row is then a list index, not a hash of the key. A fresh
+    table has slot 0.
+    """
+
+    initial: Any = None
+    """A slot's value before its group's first row (immutable: it is shared)."""
+
+    def __init__(self) -> None:
+        self.values: list[Any] = [self.initial]
+
+    def ensure(self, size: int) -> None:
+        """Have slots `0 .. size - 1`."""
+        missing = size - len(self.values)
+        if missing > 0:
+            self.values.extend([self.initial] * missing)
+
+    def add(self, slots: Sequence[int], chunk: Chunk) -> None:
         raise NotImplementedError
 
-    def pop(self, key: Key) -> Any:
-        """The group's output; forgets the group."""
-        raise NotImplementedError
+    def pop(self, slot: int) -> Any:
+        """The group's output; the slot is fresh again."""
+        value = self.values[slot]
+        self.values[slot] = self.initial
+        return value
 
-    def save(self, key: Key) -> Any:
+    def save(self, slot: int) -> Any:
         """A copy of the group's accumulator, for a checkpoint."""
-        raise NotImplementedError
+        return self.values[slot]
 
-    def load(self, key: Key, saved: Any) -> None:
+    def load(self, slot: int, saved: Any) -> None:
         """Set the group's accumulator from what `save` gave."""
-        raise NotImplementedError
+        self.values[slot] = saved
+
+
+def _present(slots: Sequence[int], values: list[Any]) -> tuple[Sequence[int], list[Any]]:
+    """The slots and values of the rows whose value is not None."""
+    if None not in values:
+        return slots, values
+    keep = [value is not None for value in values]
+    return list(compress(slots, keep)), list(compress(values, keep))
 
 
 class CountRows(Accumulators):
-    def __init__(self) -> None:
-        self.counts: Counter[Key] = Counter()
+    initial = 0
 
-    def add(self, keys: Sequence[Key], chunk: Chunk) -> None:
-        self.counts.update(keys)
-
-    def pop(self, key: Key) -> Any:
-        return self.counts.pop(key, 0)
-
-    def save(self, key: Key) -> Any:
-        return self.counts.get(key, 0)
-
-    def load(self, key: Key, saved: Any) -> None:
-        if saved:
-            self.counts[key] = saved
+    def add(self, slots: Sequence[int], chunk: Chunk) -> None:
+        counts = self.values
+        for slot, n in Counter(slots).items():
+            counts[slot] += n
 
 
 class CountValues(CountRows):
@@ -69,33 +90,29 @@ class CountValues(CountRows):
         super().__init__()
         self.column = column
 
-    def add(self, keys: Sequence[Key], chunk: Chunk) -> None:
-        values = chunk.columns[self.column]
-        self.counts.update(k for k, v in zip(keys, values, strict=True) if v is not None)
+    def add(self, slots: Sequence[int], chunk: Chunk) -> None:
+        counts = self.values
+        for slot, n in Counter(_present(slots, chunk.columns[self.column])[0]).items():
+            counts[slot] += n
 
 
 class SumValues(Accumulators):
+    """A group's sum is its first value, then `+` each next one, in arrival order."""
+
     def __init__(self, column: str) -> None:
+        super().__init__()
         self.column = column
-        self.sums: dict[Key, Any] = {}
 
-    def add(self, keys: Sequence[Key], chunk: Chunk) -> None:
-        sums = self.sums
-        get = sums.get
-        for key, value in zip(keys, chunk.columns[self.column], strict=True):
-            if value is not None:
-                current = get(key)
-                sums[key] = value if current is None else current + value
-
-    def pop(self, key: Key) -> Any:
-        return self.sums.pop(key, None)
-
-    def save(self, key: Key) -> Any:
-        return self.sums.get(key)
-
-    def load(self, key: Key, saved: Any) -> None:
-        if saved is not None:
-            self.sums[key] = saved
+    def add(self, slots: Sequence[int], chunk: Chunk) -> None:
+        sums = self.values
+        present, values = _present(slots, chunk.columns[self.column])
+        for slot, value in zip(present, values, strict=True):
+            try:
+                sums[slot] += value
+            except TypeError:  # None + value: the group's first value
+                if sums[slot] is not None:
+                    raise
+                sums[slot] = value
 
 
 class MeanValues(Accumulators):
@@ -103,46 +120,46 @@ class MeanValues(Accumulators):
         self.sums = SumValues(column)
         self.counts = CountValues(column)
 
-    def add(self, keys: Sequence[Key], chunk: Chunk) -> None:
-        self.sums.add(keys, chunk)
-        self.counts.add(keys, chunk)
+    def ensure(self, size: int) -> None:
+        self.sums.ensure(size)
+        self.counts.ensure(size)
 
-    def pop(self, key: Key) -> Any:
-        total, count = self.sums.pop(key), self.counts.pop(key)
+    def add(self, slots: Sequence[int], chunk: Chunk) -> None:
+        self.sums.add(slots, chunk)
+        self.counts.add(slots, chunk)
+
+    def pop(self, slot: int) -> Any:
+        total, count = self.sums.pop(slot), self.counts.pop(slot)
         return None if not count else total / count
 
-    def save(self, key: Key) -> Any:
-        return self.sums.save(key), self.counts.save(key)
+    def save(self, slot: int) -> Any:
+        return self.sums.save(slot), self.counts.save(slot)
 
-    def load(self, key: Key, saved: Any) -> None:
-        self.sums.load(key, saved[0])
-        self.counts.load(key, saved[1])
+    def load(self, slot: int, saved: Any) -> None:
+        self.sums.load(slot, saved[0])
+        self.counts.load(slot, saved[1])
 
 
-class ExtremeValues(Accumulators):
-    def __init__(self, column: str, better: Callable[[Any, Any], bool]) -> None:
+class MinValues(Accumulators):
+    def __init__(self, column: str) -> None:
+        super().__init__()
         self.column = column
-        self.better = better
-        self.best: dict[Key, Any] = {}
 
-    def add(self, keys: Sequence[Key], chunk: Chunk) -> None:
-        best, better = self.best, self.better
-        get = best.get
-        for key, value in zip(keys, chunk.columns[self.column], strict=True):
-            if value is not None:
-                current = get(key)
-                if current is None or better(value, current):
-                    best[key] = value
+    def add(self, slots: Sequence[int], chunk: Chunk) -> None:
+        best = self.values
+        for slot, value in zip(*_present(slots, chunk.columns[self.column]), strict=True):
+            current = best[slot]
+            if current is None or value < current:
+                best[slot] = value
 
-    def pop(self, key: Key) -> Any:
-        return self.best.pop(key, None)
 
-    def save(self, key: Key) -> Any:
-        return self.best.get(key)
-
-    def load(self, key: Key, saved: Any) -> None:
-        if saved is not None:
-            self.best[key] = saved
+class MaxValues(MinValues):
+    def add(self, slots: Sequence[int], chunk: Chunk) -> None:
+        best = self.values
+        for slot, value in zip(*_present(slots, chunk.columns[self.column]), strict=True):
+            current = best[slot]
+            if current is None or value > current:
+                best[slot] = value
 
 
 class UserCombine(Accumulators):
@@ -153,37 +170,32 @@ class UserCombine(Accumulators):
         self.schema = schema
         self.output_type = output_type
         self.where = where
-        self.accumulators: dict[Key, Any] = {}
+        self.accumulators: dict[int, Any] = {}
 
-    def add(self, keys: Sequence[Key], chunk: Chunk) -> None:
+    def ensure(self, size: int) -> None:
+        pass
+
+    def add(self, slots: Sequence[int], chunk: Chunk) -> None:
         fn = self.fn
-        partial: dict[Key, Any] = {}
-        for key, row in zip(keys, columns_to_rows(chunk.columns, self.schema), strict=True):
-            if key not in partial:
-                partial[key] = fn.create_accumulator()
-            partial[key] = fn.add_input(partial[key], row)
-        for key, accumulator in partial.items():
-            if key in self.accumulators:
-                accumulator = fn.merge_accumulators([self.accumulators[key], accumulator])
-            self.accumulators[key] = accumulator
+        partial: dict[int, Any] = {}
+        for slot, row in zip(slots, columns_to_rows(chunk.columns, self.schema), strict=True):
+            if slot not in partial:
+                partial[slot] = fn.create_accumulator()
+            partial[slot] = fn.add_input(partial[slot], row)
+        for slot, accumulator in partial.items():
+            if slot in self.accumulators:
+                accumulator = fn.merge_accumulators([self.accumulators[slot], accumulator])
+            self.accumulators[slot] = accumulator
 
-    def pop(self, key: Key) -> Any:
-        value = self.fn.extract_output(self.accumulators.pop(key))
+    def pop(self, slot: int) -> Any:
+        value = self.fn.extract_output(self.accumulators.pop(slot))
         return to_internal_value(value, self.output_type, self.where)
 
-    def save(self, key: Key) -> Any:
-        return copy.deepcopy(self.accumulators[key])
+    def save(self, slot: int) -> Any:
+        return copy.deepcopy(self.accumulators[slot])
 
-    def load(self, key: Key, saved: Any) -> None:
-        self.accumulators[key] = copy.deepcopy(saved)
-
-
-def _less(a: Any, b: Any) -> bool:
-    return bool(a < b)
-
-
-def _greater(a: Any, b: Any) -> bool:
-    return bool(a > b)
+    def load(self, slot: int, saved: Any) -> None:
+        self.accumulators[slot] = copy.deepcopy(saved)
 
 
 def accumulators_for(
@@ -196,9 +208,9 @@ def accumulators_for(
     if isinstance(aggregate, Mean):
         return MeanValues(aggregate.column)
     if isinstance(aggregate, Min):
-        return ExtremeValues(aggregate.column, _less)
+        return MinValues(aggregate.column)
     if isinstance(aggregate, Max):
-        return ExtremeValues(aggregate.column, _greater)
+        return MaxValues(aggregate.column)
     return UserCombine(aggregate, schema, output_type, where)
 
 
@@ -216,7 +228,11 @@ class CombineOperator(Operator):
             accumulators_for(aggregate, schema, out.type_of(name), f"{node.label} {name}")
             for name, aggregate in transform.aggregates
         ]
-        self.groups: dict[Key, None] = {}
+        self.groups: dict[Key, int] = {}
+        """The open groups, in arrival order, each with its slot in the tables."""
+        self.free: list[int] = []
+        self.slot_count = 0
+        """Slots handed out so far (the tables have at least that many)."""
         self.positions = {key: i for i, key in enumerate(self.keys)}
         self.heaps: dict[str, list[Any]] = {c: [] for c in self.keys if c in inputs[0].watermarked}
         self.waiting: dict[str, dict[Any, list[Key]]] = {c: {} for c in self.heaps}
@@ -227,26 +243,35 @@ class CombineOperator(Operator):
         assert isinstance(key, tuple)
         return key[self.positions[column]]
 
-    def on_chunk(self, port: int, chunk: Chunk) -> list[Message]:
+    def _keys(self, chunk: Chunk) -> Iterable[Key]:
+        """Each row's key, as an iterator: a tuple made and looked up at once is cheap."""
         key_columns = [chunk.columns[k] for k in self.keys]
-        keys: list[Key]
         if len(key_columns) == 1:
-            keys = key_columns[0]
-        elif key_columns:
-            keys = list(zip(*key_columns, strict=True))
-        else:
-            keys = [()] * chunk.size
+            return key_columns[0]
+        if key_columns:
+            return zip(*key_columns, strict=True)
+        return repeat((), chunk.size)
+
+    def on_chunk(self, port: int, chunk: Chunk) -> list[Message]:
         groups = self.groups
-        self._open([key for key in dict.fromkeys(keys) if key not in groups])
+        try:
+            slots = list(map(groups.__getitem__, self._keys(chunk)))
+        except KeyError:  # rows of groups not open yet
+            self._open([key for key in dict.fromkeys(self._keys(chunk)) if key not in groups])
+            slots = list(map(groups.__getitem__, self._keys(chunk)))
         for table in self.tables:
-            table.add(keys, chunk)
+            table.add(slots, chunk)
         return []
 
     def _open(self, new: list[Key]) -> None:
         """Open groups for the keys `new` (none of them open yet)."""
-        groups = self.groups
+        groups, free = self.groups, self.free
         for key in new:
-            groups[key] = None
+            if free:
+                groups[key] = free.pop()
+            else:
+                groups[key] = self.slot_count
+                self.slot_count += 1
             for column, waiting in self.waiting.items():
                 value = self._key_values(key, column)
                 if value in waiting:
@@ -254,6 +279,8 @@ class CombineOperator(Operator):
                 else:
                     waiting[value] = [key]
                     heapq.heappush(self.heaps[column], value)
+        for table in self.tables:
+            table.ensure(self.slot_count)
 
     def on_watermark(self, port: int, watermark: Watermark) -> list[Message]:
         column, mark = watermark.column, watermark.value
@@ -284,23 +311,26 @@ class CombineOperator(Operator):
         else:
             for i, name in enumerate(self.keys):
                 columns[name] = [key[i] for key in keys]  # type: ignore[index]
+        groups = self.groups
+        slots = [groups.pop(key) for key in keys]
         for name, table in zip(self.names, self.tables, strict=True):
-            columns[name] = [table.pop(key) for key in keys]
-        for key in keys:
-            del self.groups[key]
+            columns[name] = [table.pop(slot) for slot in slots]
+        self.free.extend(slots)
         return Chunk(columns, len(keys))
 
     def state_size(self) -> int:
         return len(self.groups)
 
     def snapshot(self) -> list[tuple[Key, list[Any]]]:
-        return [(key, [table.save(key) for table in self.tables]) for key in self.groups]
+        tables = self.tables
+        return [(key, [table.save(slot) for table in tables]) for key, slot in self.groups.items()]
 
     def restore(self, state: list[tuple[Key, list[Any]]]) -> None:
-        for key, saved in state:
-            for table, value in zip(self.tables, saved, strict=True):
-                table.load(key, value)
         self._open([key for key, _ in state])
+        for key, saved in state:
+            slot = self.groups[key]
+            for table, value in zip(self.tables, saved, strict=True):
+                table.load(slot, value)
 
     def _key_tuple(self, key: Key) -> tuple[Any, ...]:
         if len(self.keys) == 1:

@@ -11,6 +11,7 @@ from sparkbeam.messages import Watermark
 from sparkbeam.metrics import TransformMetrics
 from sparkbeam.runners.direct.checkpoint import CheckpointPlan, Recovery
 from sparkbeam.runners.direct.combine import CombineOperator
+from sparkbeam.runners.direct.connectors import ForEachBatchOperator
 from sparkbeam.runners.direct.elementwise import FilterOperator, MapOperator, SelectOperator
 from sparkbeam.runners.direct.executor import (
     EdgeCounters,
@@ -32,6 +33,7 @@ from sparkbeam.runners.direct.windows import HopOperator, TumbleOperator
 from sparkbeam.schema import Row, columns_to_rows, to_external
 from sparkbeam.time import ONE_MICROSECOND
 from sparkbeam.transforms.combine import CombinePerKey
+from sparkbeam.transforms.connectors import ForEachBatch, ReadFromSpark
 from sparkbeam.transforms.elementwise import Filter, Map, Select
 from sparkbeam.transforms.files import ReadFiles, WriteFiles
 from sparkbeam.transforms.join import Join
@@ -61,12 +63,19 @@ OPERATORS: dict[type, OperatorFactory] = {
     Join: JoinOperator,
     ReadFiles: ReadFilesOperator,
     WriteFiles: WriteFilesOperator,
+    ForEachBatch: ForEachBatchOperator,
     DroppedRows: DroppedRowsOperator,
 }
 
 
 def operator_for(node: Node, inputs: Sequence[EdgeInfo]) -> Operator:
     factory = OPERATORS.get(type(node.transform))
+    if isinstance(node.transform, ReadFromSpark):
+        raise PipelineError(
+            f"{node.label}: ReadFromSpark reads through Spark's connectors and runs on the Spark "
+            "runner only; to test the pipeline on the direct runner, read sample rows with a "
+            "TestStream or ReadFiles instead"
+        )
     if factory is None:
         raise PipelineError(
             f"{node.label}: {type(node.transform).__name__} is not supported on the direct runner"

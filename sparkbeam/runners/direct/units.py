@@ -25,6 +25,7 @@ from sparkbeam.runners.direct.exchange import Merger, Route
 from sparkbeam.runners.direct.executor import EdgeRecord
 from sparkbeam.runners.direct.operator import Chunk, Operator, SourceOperator
 from sparkbeam.transforms.combine import CombinePerKey
+from sparkbeam.transforms.connectors import ForEachBatch
 from sparkbeam.transforms.files import WriteFiles
 from sparkbeam.transforms.join import Join
 from sparkbeam.transforms.sort import Sort
@@ -58,7 +59,7 @@ def partition_keys(node: Node) -> tuple[str, ...] | None:
         return transform.keys
     if isinstance(transform, Join):
         return transform.on
-    if isinstance(transform, WriteFiles):
+    if isinstance(transform, (WriteFiles, ForEachBatch)):
         return ()
     return None
 

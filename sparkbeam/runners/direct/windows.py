@@ -37,7 +37,10 @@ class TumbleOperator(Operator):
     def on_chunk(self, port: int, chunk: Chunk) -> list[Message]:
         times = require_times(self, chunk, self.transform.column)
         size, offset = self.spec.size, self.spec.offset
-        starts = [t - (t - offset) % size for t in times]
+        if offset:
+            starts = [t - (t - offset) % size for t in times]
+        else:
+            starts = [t - t % size for t in times]
         columns = dict(chunk.columns)
         columns[WINDOW_START] = starts
         columns[WINDOW_END] = [s + size for s in starts]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import datetime as _dt
 import io
@@ -22,10 +23,11 @@ from sparkbeam.graph import Node
 from sparkbeam.metrics import TransformMetrics
 from sparkbeam.runners.spark.limits import refuse_streaming_limits
 from sparkbeam.runners.spark.python_functions import DATA_ERROR_MARK
-from sparkbeam.runners.spark.streaming import StreamingRun, StreamingTranslation
+from sparkbeam.runners.spark.streaming import StreamingRun, StreamingTranslation, sink_of
 from sparkbeam.runners.spark.translate import Translation, file_options
 from sparkbeam.schema import Row, columns_to_rows
 from sparkbeam.time import ONE_MICROSECOND, from_micros
+from sparkbeam.transforms.connectors import ForEachBatch
 from sparkbeam.transforms.files import ReadFiles, WriteFiles
 from sparkbeam.transforms.join import Join
 from sparkbeam.transforms.late import DroppedRows
@@ -61,10 +63,20 @@ class SparkRunner:
         spark: SparkSession | None = None,
         master: str = "local[*]",
         conf: Mapping[str, str] | None = None,
+        checkpoint_location: str | os.PathLike[str] | None = None,
+        trigger: str | None = None,
     ) -> None:
         self._spark = spark
         self.master = master
         self.conf = dict(conf or {})
+        self.checkpoint_location = (
+            None if checkpoint_location is None else os.fspath(checkpoint_location)
+        )
+        """Where the streaming queries of sinks keep their checkpoints, one directory per sink
+        (by its label): a query started again on the same location goes on where it stopped."""
+        self.trigger = trigger
+        """Processing-time trigger interval of live queries (`"10 seconds"`); None: Spark's
+        default, a micro-batch as soon as the last one ended."""
 
     @property
     def spark(self) -> SparkSession:
@@ -85,11 +97,21 @@ class SparkRunner:
                 check.run()  # refuses what Spark cannot do now, before any query runs
             finally:
                 shutil.rmtree(check.directory, ignore_errors=True)
-            return SparkStreamingResult(pipeline, self.spark)
+            result = SparkStreamingResult(pipeline, self.spark)
+            result.start_sinks(self.checkpoint_location, self.trigger)
+            return result
         translation = Translation(self.spark, pipeline.nodes)
         translation.run()
         for node, frame in translation.writes:
             transform = node.transform
+            if isinstance(transform, ForEachBatch):
+                schema = node.info.schema
+                with spark_errors():
+                    table = frame.toArrow()
+                rows = columns_to_rows(from_arrow(table, schema), schema)
+                if rows:
+                    transform.fn(rows, 0)
+                continue
             assert isinstance(transform, WriteFiles)
             writer = frame.write.mode("overwrite" if transform.mode == "overwrite" else "error")
             writer = writer.format(transform.format)
@@ -144,9 +166,11 @@ def spark_errors(labels: Sequence[str] = ()) -> Iterator[None]:
         raise
     except Exception as exc:
         text = str(exc)
-        match = _DATA_ERROR.search(text)
-        if match is not None:
-            raise DataError(match.group(1).strip()) from None
+        for match in _DATA_ERROR.finditer(text):
+            # A streaming query's error also prints its plan, where the check's message
+            # appears unevaluated: only a message with its row in it was raised.
+            if "to_json(struct(" not in match.group(1):
+                raise DataError(match.group(1).strip()) from None
         for marks, kind, advice in _ENGINE_ERRORS:
             lines = [line.strip() for line in text.splitlines() if any(m in line for m in marks)]
             if lines:
@@ -155,6 +179,10 @@ def spark_errors(labels: Sequence[str] = ()) -> Iterator[None]:
                 detail = said.group(1) if said else lines[0]
                 raise kind(f"{where}{advice}. Spark: {detail[:600]}") from None
         raise
+
+
+def _slug(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("_") or "sink"
 
 
 class SparkStreamingResult:
@@ -169,6 +197,58 @@ class SparkStreamingResult:
         self.pipeline = pipeline
         self.spark = spark
         self.runs: dict[int, StreamingRun] = {}
+        self.sinks: dict[int, StreamingRun] = {}
+        """The production queries, one per sink (`WriteFiles`, `ForEachBatch`)."""
+
+    def start_sinks(self, checkpoint_location: str | None, trigger: str | None) -> None:
+        """One query per sink. Over replayed sources (`TestStream`, `Create`) it runs every
+        epoch and the end-of-input flush, then stops; over live ones (`ReadFromSpark`,
+        `ReadFiles(streaming=True)`) it is started and left running."""
+        for node in self.pipeline.nodes:
+            if not isinstance(node.transform, (WriteFiles, ForEachBatch)):
+                continue
+            directory = None
+            if checkpoint_location is not None:
+                directory = os.path.join(checkpoint_location, _slug(node.label))
+            run = StreamingRun(
+                self.spark,
+                self.pipeline.nodes,
+                node,
+                sink=sink_of(node),
+                directory=directory,
+                live=True,
+                trigger=trigger,
+            )
+            transform = node.transform
+            if isinstance(transform, WriteFiles) and transform.mode == "overwrite":
+                fresh = not run.resumed and os.path.exists(transform.path)
+                if fresh:  # a query resumed from its checkpoint appends instead
+                    shutil.rmtree(transform.path)
+            run.translate()
+            with spark_errors():
+                run.execute()
+            self.sinks[node.id] = run
+
+    @property
+    def queries(self) -> list[Any]:
+        """The running Spark `StreamingQuery`s of live sinks."""
+        return [s.query for run in self.sinks.values() if run.live for s in run.stages]
+
+    def process_all_available(self) -> None:
+        """Block until the live queries have processed every row available now (tests)."""
+        with spark_errors():
+            for query in self.queries:
+                query.processAllAvailable()
+
+    def await_termination(self, timeout: float | None = None) -> bool:
+        """Wait for the live queries to end (all of them, within `timeout` seconds each)."""
+        with spark_errors():
+            return all(query.awaitTermination(timeout) is not False for query in self.queries)
+
+    def stop(self) -> None:
+        """Stop the live queries; their checkpoints stay, to start again from."""
+        for run in self.sinks.values():
+            run.stop()
 
     def _run(self, pcoll: PCollection) -> StreamingRun:
         if pcoll.pipeline is not self.pipeline:
@@ -181,6 +261,21 @@ class SparkStreamingResult:
                 run.execute()
             self.runs[pcoll.node.id] = run
         return run
+
+    def prepare(self, *pcolls: PCollection) -> None:
+        """Run the queries of `pcolls` side by side, so that collecting them is immediate.
+
+        Each query spends most of a micro-batch waiting on Spark's scheduling,
+        so several at once take little longer than one.
+        """
+        waiting = [pc for pc in dict.fromkeys(pcolls) if pc.node.id not in self.runs]
+        if len(waiting) < 2:
+            for pcoll in waiting:
+                self._run(pcoll)
+            return
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(waiting)) as pool:
+            for future in [pool.submit(self._run, pcoll) for pcoll in waiting]:
+                future.result()
 
     def collect(self, pcoll: PCollection) -> list[Row]:
         return [row for epoch in self.collect_by_epoch(pcoll) for row in epoch]
@@ -195,9 +290,12 @@ class SparkStreamingResult:
                 "PCollection that .with_watermark(...) returned"
             )
         key = name.format(pcoll.node.id)
-        for run in self.runs.values():  # any query that held this WithWatermark counted it
-            if f"in_{pcoll.node.id}.rows" in run.metrics:
-                return run.metrics.get(key, 0)
+        # Any query that held this WithWatermark counted it; a live sink's query counts the
+        # micro-batches run so far.
+        for run in [*self.sinks.values(), *self.runs.values()]:
+            metrics = run.metrics
+            if f"in_{pcoll.node.id}.rows" in metrics:
+                return metrics.get(key, 0)
         return self._run(pcoll).metrics.get(key, 0)
 
     def late_count(self, pcoll: PCollection) -> int:

@@ -54,6 +54,7 @@ from sparkbeam.errors import PipelineError
 from sparkbeam.graph import Node
 from sparkbeam.runners.direct.files import read_file
 from sparkbeam.runners.spark.arrow import spark_schema
+from sparkbeam.runners.spark.late_filter import current_watermark_filter
 from sparkbeam.runners.spark.python_combine import combine_stream
 from sparkbeam.runners.spark.session import session_stream
 from sparkbeam.runners.spark.sort import sort_stream
@@ -63,13 +64,17 @@ from sparkbeam.runners.spark.translate import (
     Translator,
     _aggregate,
     _long,
+    connector_frame,
+    file_options,
+    files_schema,
     join_output,
     units,
 )
 from sparkbeam.schema import Columns, Schema, columns_to_rows, rows_to_columns
 from sparkbeam.transforms.combine import AggregateFn, CombinePerKey
+from sparkbeam.transforms.connectors import ForEachBatch, ReadFromSpark
 from sparkbeam.transforms.elementwise import Filter, Map, Select
-from sparkbeam.transforms.files import ReadFiles, data_files
+from sparkbeam.transforms.files import ReadFiles, WriteFiles, data_files
 from sparkbeam.transforms.join import Join
 from sparkbeam.transforms.sort import Sort
 from sparkbeam.transforms.sources import Create, TestStreamSource
@@ -110,7 +115,17 @@ FAR_FUTURE = _dt.datetime(8000, 1, 1)
 FAR_FUTURE_INT = 100_000_000_000_000
 """The sentinels' times: beyond any real row, still a Spark timestamp once shifted."""
 
-STATELESS = (Map, Filter, Select, Tumble, Hop, Union)
+ONE_WATERMARK = ("spark.sql.streaming.statefulOperator.allowMultiple", "false")
+"""Spark's stateful operators drop late input by the previous batch's watermark (and evict
+state by the current one), so that rows one operator emits are not late for the next. That
+is the model's watermark only when a no-data batch runs between two data batches, as when
+the runner feeds epochs; a live source with a backlog runs data batches back to back. With
+this setting every operator judges by the current batch's watermark: exact for the
+late-row filter and one operator after it (rows it passes lie above that watermark), wrong
+for an operator after another (what the first emits would be late for the second)."""
+
+STATELESS = (Map, Filter, Select, Tumble, Hop, Union, WriteFiles, ForEachBatch)
+"""`WriteFiles` and `ForEachBatch` pass their rows on; they write only as a query's sink."""
 
 
 def _as_spark_time(value: Column, kind: type) -> Column:
@@ -217,9 +232,19 @@ class StreamingTranslation(Translation):
         directory: str,
         selected: set[int] | None = None,
         staged: set[int] | None = None,
+        live: bool = False,
     ) -> None:
         super().__init__(spark, nodes)
         self.directory = directory
+        self.live = live
+        """Whether `ReadFiles(streaming=True)` is Spark's own file source (a production run)
+        rather than replayed epoch by epoch (`collect`)."""
+        self.late_filter = "dedup"
+        """How `WithWatermark` drops late rows: a deduplication keyed on the judge, exact when
+        it judges by the current batch's watermark; or "current", a pass-through
+        `transformWithState` that compares with that watermark (`late_filter`)."""
+        self.one_watermark = False
+        """Start the query with `ONE_WATERMARK` (see `StreamingRun`)."""
         self.selected = set(range(len(nodes))) if selected is None else selected
         self.staged = staged or set()
         """`WithWatermark`s computed by an earlier stage: read their output instead."""
@@ -229,7 +254,7 @@ class StreamingTranslation(Translation):
                 continue
             if node.id in self.staged:
                 channels.append((f"staged-{node.id}", node.info.schema, node.label))
-            if isinstance(node.transform, (TestStreamSource, Create, ReadFiles)):
+            if is_replayed(node, live):
                 channels.append((f"source-{node.id}", node.info.schema, node.label))
             if isinstance(node.transform, WithWatermark):
                 with_flag = node.info.schema.with_columns((SENTINEL, bool))
@@ -320,14 +345,59 @@ def source_epochs(node: Node) -> tuple[tuple[dict[str, Any], ...], ...]:
     return tuple(tuple(epoch) for epoch in epochs)
 
 
+def is_replayed(node: Node, live: bool) -> bool:
+    """Whether the runner feeds this source's epochs itself (a source with an end)."""
+    transform = node.transform
+    if isinstance(transform, ReadFiles):
+        return not (live and transform.streaming)
+    return isinstance(transform, (TestStreamSource, Create))
+
+
+def is_live(node: Node, live: bool) -> bool:
+    """Whether Spark reads this source itself (a source with no end)."""
+    transform = node.transform
+    return isinstance(transform, ReadFromSpark) or (
+        live and isinstance(transform, ReadFiles) and transform.streaming
+    )
+
+
 @streaming(TestStreamSource)
 @streaming(Create)
 @streaming(ReadFiles)
 def epoch_source(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
     """A source's channel; its rows are read only when the query runs (`source_epochs`)."""
     run = _streaming(translation)
+    if not is_replayed(node, run.live):
+        return live_files(run, node)
     run.sources[node.id] = run.channel(f"source-{node.id}")
     return run.frame(f"source-{node.id}")
+
+
+def live_files(run: StreamingTranslation, node: Node) -> DataFrame:
+    """`ReadFiles(streaming=True)` in a production run: Spark's file source on the directory,
+    one new file per micro-batch (an epoch, as on the direct runner). Spark takes new
+    files in the order of their modification times; the direct runner in name order.
+    CSV columns are read in the header order of the first file there at the start."""
+    transform = node.transform
+    assert isinstance(transform, ReadFiles)
+    files = data_files(transform.path, node.label)
+    schema = files_schema(transform.format, files, node.info.schema, node.label)
+    reader = run.spark.readStream.format(transform.format)
+    reader = reader.schema(spark_schema(schema, node.label))
+    options = {**file_options(transform.format, write=False), "maxFilesPerTrigger": "1"}
+    return connector_frame(reader.options(**options).load(transform.path), node)
+
+
+@streaming(ReadFromSpark)
+def read_from_spark(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+    transform = node.transform
+    assert isinstance(transform, ReadFromSpark)
+    if transform.bounded:
+        raise PipelineError(
+            f"{node.label}: a bounded ReadFromSpark cannot feed an unbounded pipeline on Spark; "
+            "read it with bounded=False, or run its part of the pipeline as a batch job"
+        )
+    return TRANSLATORS[ReadFromSpark](translation, node, inputs)
 
 
 @streaming(WithWatermark)
@@ -348,8 +418,12 @@ def with_watermark(translation: Translation, node: Node, inputs: Sequence[DataFr
     real = _declare_watermark(run, node, inputs[0], counted=True)
     time = F.col(column)
     judge = own_judge(kind)
-    kept = stateful(real, [judge(time)], delay_ms).withColumn(ROW_ID, F.expr("uuid()"))
-    filtered = kept.dropDuplicates([ROW_ID, JUDGE]).drop(ROW_ID, JUDGE)
+    marked = stateful(real, [judge(time)], delay_ms)
+    if run.late_filter == "current":
+        filtered = current_watermark_filter(marked, schema, JUDGE, node.label)
+    else:
+        kept = marked.withColumn(ROW_ID, F.expr("uuid()"))
+        filtered = kept.dropDuplicates([ROW_ID, JUDGE]).drop(ROW_ID, JUDGE)
     return filtered.observe(f"out_{node.id}", F.count(F.lit(1)).alias("rows"))
 
 
@@ -624,38 +698,94 @@ def put_sentinel(source: Channel, column: str, kind: type) -> None:
     source.put(columns)
 
 
+Sink = Callable[[DataFrame], Any]
+"""Turns a query's DataFrame into the `DataStreamWriter` of a production sink."""
+
+
+def file_sink(node: Node) -> Sink:
+    """`WriteFiles` on unbounded input: Spark's file sink (exactly once with its checkpoint)."""
+    transform = node.transform
+    assert isinstance(transform, WriteFiles)
+
+    def attach(frame: DataFrame) -> Any:
+        writer = frame.writeStream.format(transform.format)
+        writer = writer.options(**file_options(transform.format, write=True))
+        return writer.option("path", transform.path)
+
+    return attach
+
+
+def callback_sink(node: Node) -> Sink:
+    """`ForEachBatch`: the user's function with each micro-batch's rows and its batch id."""
+    transform = node.transform
+    assert isinstance(transform, ForEachBatch)
+    schema = node.info.schema
+    fn = transform.fn
+
+    def call(batch: DataFrame, batch_id: int) -> None:
+        rows = columns_to_rows(from_arrow(batch.toArrow(), schema), schema)
+        if rows:
+            fn(rows, batch_id)
+
+    return lambda frame: frame.writeStream.foreachBatch(call)
+
+
+def sink_of(node: Node) -> Sink:
+    return file_sink(node) if isinstance(node.transform, WriteFiles) else callback_sink(node)
+
+
 class Stage:
-    """One streaming query: the ancestors of `target`, with a sink that keeps each epoch's rows.
+    """One streaming query: the ancestors of `target`, with a sink that keeps each epoch's rows
+    (or the production `sink`: files, or the user's callback).
 
     With `output`, the rows of each epoch also go to that channel of a later
     stage's feed.
     """
 
     def __init__(
-        self, translation: StreamingTranslation, target: Node, output: Channel | None = None
+        self,
+        translation: StreamingTranslation,
+        target: Node,
+        output: Channel | None = None,
+        sink: Sink | None = None,
     ) -> None:
         self.translation = translation
         self.target = target
         self.output = output
+        self.sink = sink
         self.tables: list[pa.Table] = []
         self.epochs: list[list[dict[str, Any]]] = []
         self.metrics: dict[str, int] = {}
         self.seen_batches: set[int] = set()
         self.query: Any = None
 
-    def start(self, checkpoint: str) -> None:
+    def start(self, checkpoint: str, trigger: str | None = None) -> None:
         tables = self.tables
 
-        def sink(batch: DataFrame, batch_id: int) -> None:
+        def keep(batch: DataFrame, batch_id: int) -> None:
             tables.append(batch.toArrow())
 
         frame = self.translation.frames[self.target.id]
-        self.query = (
-            frame.writeStream.foreachBatch(sink)
-            .outputMode("append")
-            .option("checkpointLocation", checkpoint)
-            .start()
-        )
+        if self.sink is None:
+            writer = frame.writeStream.foreachBatch(keep)
+        else:
+            writer = self.sink(frame.select(*self.target.info.schema.names))
+        writer = writer.outputMode("append").option("checkpointLocation", checkpoint)
+        if trigger is not None:
+            writer = writer.trigger(processingTime=trigger)
+        if not self.translation.one_watermark:
+            self.query = writer.start()
+            return
+        conf = self.translation.spark.conf
+        before = conf.get(ONE_WATERMARK[0], None)
+        conf.set(*ONE_WATERMARK)  # the query keeps the session's settings as it starts
+        try:
+            self.query = writer.start()
+        finally:
+            if before is None:
+                conf.unset(ONE_WATERMARK[0])
+            else:
+                conf.set(ONE_WATERMARK[0], before)
 
     def feed(self, epoch: int, final: bool) -> None:
         translation = self.translation
@@ -684,6 +814,10 @@ class Stage:
         self.epochs.append(columns_to_rows(columns, schema))
         if self.output is not None:
             self.output.put(columns)
+        self.collect_metrics()
+
+    def collect_metrics(self) -> None:
+        """Add up the observed metrics of the micro-batches not counted yet."""
         for progress in self.query.recentProgress:
             if progress["batchId"] in self.seen_batches:
                 continue
@@ -703,17 +837,63 @@ class StreamingRun:
     output is fed, epoch by epoch, to the final query, which declares the same
     watermark again on the surviving rows (their maximum is the same, since
     late rows lie below the watermark) and takes the minimum where they meet.
+
+    With a production `sink` (`WriteFiles`, `ForEachBatch`) the final query
+    writes there instead. With `live`, `ReadFiles(streaming=True)` is Spark's
+    own file source; a query that reads a live source (that or a
+    `ReadFromSpark`) is started and left running (`stop` ends it), with its
+    checkpoint and state under `directory`, so that a query started again on
+    the same directory goes on where the last one stopped.
     """
 
-    def __init__(self, spark: SparkSession, nodes: Sequence[Node], target: Node) -> None:
+    def __init__(
+        self,
+        spark: SparkSession,
+        nodes: Sequence[Node],
+        target: Node,
+        sink: Sink | None = None,
+        directory: str | None = None,
+        live: bool = False,
+        trigger: str | None = None,
+    ) -> None:
         self.spark = spark
-        self.directory = tempfile.mkdtemp(prefix="sparkbeam-stream-")
+        self.trigger = trigger
         ancestors = _ancestors(nodes, target)
+        live_sources = [nodes[n].label for n in sorted(ancestors) if is_live(nodes[n], live)]
+        replayed = [nodes[n].label for n in sorted(ancestors) if is_replayed(nodes[n], live)]
+        self.live = bool(live_sources)
+        self.keep = directory is not None and self.live
+        """A replayed run always starts afresh: its checkpoint is temporary."""
+        self.directory = (
+            directory
+            if directory is not None and self.live
+            else tempfile.mkdtemp(prefix="sparkbeam-stream-")
+        )
+        self.resumed = self.keep and os.path.exists(os.path.join(self.directory, "checkpoint-0"))
+        """Whether the query goes on from the checkpoint of an earlier one."""
+        if live_sources and sink is None:
+            raise PipelineError(
+                f"{target.label}: reads {live_sources[0]}, a source with no end that the Spark "
+                "runner cannot replay for collect; send its rows to a sink (WriteFiles or "
+                "ForEachBatch) and run the pipeline, or test it with a TestStream"
+            )
+        if live_sources and replayed:
+            raise PipelineError(
+                f"{target.label}: reads {live_sources[0]} (Spark reads it as it grows) and "
+                f"{replayed[0]} (replayed epoch by epoch) in one query; Spark cannot line their "
+                "epochs up: read both through Spark (ReadFiles(streaming=True), ReadFromSpark)"
+            )
         origins = [n for n in sorted(ancestors) if isinstance(nodes[n].transform, WithWatermark)]
         staged = set(origins) if _origins_meet(nodes, ancestors) else set()
+        if live_sources and staged:
+            raise PipelineError(
+                f"{target.label}: watermarks of different WithWatermark transforms meet in a "
+                "Union or Join; the Spark runner runs such pipelines only over sources it "
+                "replays (TestStream, ReadFiles collected), not over live ones yet"
+            )
         needed = _ancestors(nodes, target, stop=staged)
         final = StreamingTranslation(
-            spark, nodes, os.path.join(self.directory, "final"), needed, staged
+            spark, nodes, os.path.join(self.directory, "final"), needed, staged, live
         )
         self.stages: list[Stage] = []
         for origin in sorted(staged):
@@ -721,7 +901,13 @@ class StreamingRun:
             directory = os.path.join(self.directory, f"stage-{origin}")
             translation = StreamingTranslation(spark, nodes, directory, _ancestors(nodes, node))
             self.stages.append(Stage(translation, node, final.channel(f"staged-{origin}")))
-        self.final = Stage(final, target)
+        if self.live:
+            # Back-to-back batches: judge late rows by the current batch's watermark.
+            if _stateful_depth(nodes, needed) <= 2:
+                final.one_watermark = True  # the filter and at most one operator after it
+            else:
+                final.late_filter = "current"
+        self.final = Stage(final, target, sink=sink)
         self.stages.append(self.final)
 
     @property
@@ -732,6 +918,8 @@ class StreamingRun:
     def metrics(self) -> dict[str, int]:
         merged: dict[str, int] = {}
         for stage in self.stages:
+            if self.live:
+                stage.collect_metrics()
             for key, value in stage.metrics.items():
                 merged[key] = merged.get(key, 0) + value
         return merged
@@ -741,9 +929,12 @@ class StreamingRun:
             stage.translation.run()
 
     def execute(self) -> None:
+        """Replayed sources: every epoch, the end-of-input flush, then stop. Live: start."""
         try:
             for index, stage in enumerate(self.stages):
-                stage.start(os.path.join(self.directory, f"checkpoint-{index}"))
+                stage.start(os.path.join(self.directory, f"checkpoint-{index}"), self.trigger)
+            if self.live:
+                return
             epochs = max(
                 (
                     len(stage.translation.epochs_of(node_id))
@@ -756,11 +947,30 @@ class StreamingRun:
                 for stage in self.stages:
                     stage.feed(epoch, final=epoch == epochs)
                     stage.process()
-        finally:
-            for stage in self.stages:
-                if stage.query is not None:
-                    stage.query.stop()
+        except BaseException:
+            self.stop()
+            raise
+        self.stop()
+
+    def stop(self) -> None:
+        for stage in self.stages:
+            if stage.query is not None:
+                stage.query.stop()
+        if not self.keep:
             shutil.rmtree(self.directory, ignore_errors=True)
+
+
+STATEFUL = (WithWatermark, CombinePerKey, Sort, Session, Join)
+
+
+def _stateful_depth(nodes: Sequence[Node], selected: set[int]) -> int:
+    """The most stateful operators (late-row filters included) on one path of a query."""
+    depth: dict[int, int] = {}
+    for node_id in sorted(selected):
+        node = nodes[node_id]
+        above = max((depth.get(i, 0) for i in node.inputs), default=0)
+        depth[node_id] = above + isinstance(node.transform, STATEFUL)
+    return max(depth.values(), default=0)
 
 
 def _origins_meet(nodes: Sequence[Node], ancestors: set[int]) -> bool:

@@ -41,6 +41,7 @@ from sparkbeam.runners.spark.python_functions import (
 )
 from sparkbeam.schema import Schema, rows_to_columns
 from sparkbeam.transforms.combine import AggregateFn, CombinePerKey, Count, Max, Mean, Min, Sum
+from sparkbeam.transforms.connectors import KNOWN_SCHEMAS, ForEachBatch, ReadFromSpark
 from sparkbeam.transforms.elementwise import Filter, Map, Select
 from sparkbeam.transforms.files import ReadFiles, WriteFiles, data_files
 from sparkbeam.transforms.join import Join
@@ -73,7 +74,7 @@ class Translation:
         self.invalid: dict[int, DataFrame] = {}
         """For each `WithWatermark`: its input rows whose event time is `None`."""
         self.writes: list[tuple[Node, DataFrame]] = []
-        """The `WriteFiles` nodes, written when the pipeline runs."""
+        """The sinks (`WriteFiles`, `ForEachBatch`), written when the pipeline runs."""
 
     def run(self) -> None:
         for node in self.nodes:
@@ -140,24 +141,27 @@ def read_files(translation: Translation, node: Node, inputs: Sequence[DataFrame]
     assert isinstance(transform, ReadFiles)
     schema = node.info.schema
     files = data_files(transform.path, node.label)  # PipelineError if the path went away
-    file_schema = schema
-    if transform.format == "csv" and files:
-        # Spark matches CSV columns by position: read them in the header's order, by name.
-        with open(files[0], encoding="utf-8", newline="") as handle:
-            header = next(csv.reader(handle), [])
-        missing = [name for name in schema.names if name not in header]
-        if missing:
-            raise DataError(
-                f"{node.label}: {files[0]!r} has no column(s) {missing} in its header row "
-                f"{header}; fix schema= or the files"
-            )
-        file_schema = Schema(
-            tuple((name, schema.type_of(name) if name in schema else str) for name in header)
-        )
+    file_schema = files_schema(transform.format, files, schema, node.label)
     reader = translation.spark.read.format(transform.format)
     reader = reader.schema(spark_schema(file_schema, node.label))
     frame = reader.options(**file_options(transform.format, write=False)).load(transform.path)
     return frame.select(*schema.names)
+
+
+def files_schema(format: str, files: Sequence[str], schema: Schema, label: str) -> Schema:
+    """The schema Spark reads the files with: for CSV, whose columns Spark matches by
+    position, the first file's header order (every column by name)."""
+    if format != "csv" or not files:
+        return schema
+    with open(files[0], encoding="utf-8", newline="") as handle:
+        header = next(csv.reader(handle), [])
+    missing = [name for name in schema.names if name not in header]
+    if missing:
+        raise DataError(
+            f"{label}: {files[0]!r} has no column(s) {missing} in its header row "
+            f"{header}; fix schema= or the files"
+        )
+    return Schema(tuple((name, schema.type_of(name) if name in schema else str) for name in header))
 
 
 def _require_time(frame: DataFrame, column: str, label: str, schema: Schema) -> DataFrame:
@@ -176,9 +180,45 @@ def _require_time(frame: DataFrame, column: str, label: str, schema: Schema) -> 
 
 
 @translates(WriteFiles)
-def write_files(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+@translates(ForEachBatch)
+def sink(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+    """`WriteFiles` and `ForEachBatch`: written (or called) when the pipeline runs."""
     translation.writes.append((node, inputs[0]))
     return inputs[0]
+
+
+@translates(ReadFromSpark)
+def read_from_spark(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+    transform = node.transform
+    assert isinstance(transform, ReadFromSpark)
+    spark = translation.spark
+    reader = (spark.read if transform.bounded else spark.readStream).format(transform.format)
+    if transform.schema is not None and transform.format not in KNOWN_SCHEMAS:
+        # File formats read a stream only with a schema; connectors with a fixed one refuse it.
+        reader = reader.schema(spark_schema(transform.schema, node.label))
+    try:
+        loaded = reader.options(**dict(transform.options)).load()
+    except Exception as exc:  # the connector refused its options, or is not on the classpath
+        raise PipelineError(
+            f"{node.label}: Spark could not open the {transform.format!r} source with options "
+            f"{dict(transform.options)}; check the options, and that the connector's package is "
+            f"on Spark's classpath (spark.jars.packages). Spark: {str(exc).strip()[:400]}"
+        ) from None
+    return connector_frame(loaded, node)
+
+
+def connector_frame(loaded: DataFrame, node: Node) -> DataFrame:
+    """The schema's columns of a connector's DataFrame, cast to the schema's types."""
+    schema = node.info.schema
+    present = set(loaded.columns)
+    missing = [name for name in schema.names if name not in present]
+    if missing:
+        raise PipelineError(
+            f"{node.label}: the source has no column(s) {missing} (it has {loaded.columns}); "
+            "fix schema="
+        )
+    types = spark_schema(schema, node.label)
+    return loaded.select(*(F.col(f.name).cast(f.dataType).alias(f.name) for f in types.fields))
 
 
 @translates(WithWatermark)
