@@ -67,7 +67,7 @@ def dedup_filter(frame: DataFrame) -> DataFrame:
 
 
 def tws_filter(frame: DataFrame) -> DataFrame:
-    return current_watermark_filter(marked(frame), ROWS, "judge", "bench")
+    return current_watermark_filter(marked(frame), ROWS, [F.col("judge")], "bench")
 
 
 def run_backlog(

@@ -176,11 +176,52 @@ def test_late_rows_of_mixed_watermark_types_are_refused() -> None:
         a.union(b, policy="max").late_rows()
 
 
+def by_epoch(result: Any, pcoll: sb.PCollection) -> list[list[tuple[Any, ...]]]:
+    """Each epoch's rows in a fixed order (the runners may emit an epoch's rows in any)."""
+    return [
+        sorted(tuple(map(repr, row.values())) for row in rows)
+        for rows in result.collect_by_epoch(pcoll)
+    ]
+
+
 @pytest.mark.spark
-@pytest.mark.parametrize("which", ["late_rows", "invalid_rows"])
-def test_spark_streaming_refuses_dropped_rows_by_name(spark_runner: Any, which: str) -> None:
-    p = sb.Pipeline(runner=spark_runner)
-    w = (p | stream([{"t": 1}])).with_watermark("t", 0)
-    getattr(w, which)()
-    with pytest.raises(sb.PipelineError, match=rf"{which}\(\) on unbounded input is not supported"):
-        p.run()
+def test_late_and_invalid_rows_on_spark_streaming_are_the_direct_runners(
+    spark_runner: Any,
+) -> None:
+    def run(runner: Any) -> dict[str, Any]:
+        p = sb.Pipeline(runner=runner)
+        events = p | "events" >> stream(
+            [{"t": at(10), "k": "a"}],
+            [
+                {"t": at(4), "k": "late"},
+                {"t": None, "k": "no time"},
+                {"t": at(5), "k": "on time"},
+                {"t": at(12), "k": "b"},
+            ],
+            [{"t": at(6), "k": "late again"}, {"t": None, "k": "no time again"}],
+        )
+        w = events.with_watermark("t", "5 minutes")
+        late, invalid = w.late_rows(), w.invalid_rows()
+        written: list[dict[str, Any]] = []
+        late.for_each_batch(lambda rows, batch: written.extend(rows))
+        ints = (p | "ints" >> stream([{"t": 10}], [{"t": 1}, {"t": 11}], [])).with_watermark("t", 0)
+        back = ints.union(ints.late_rows().select(t=sb.col("late_watermark")))
+        result = p.run()
+        outputs = [late, invalid, back]
+        if isinstance(runner, sb.SparkRunner):
+            result.prepare(*outputs)
+        return {
+            "epochs": [by_epoch(result, pc) for pc in outputs],
+            "written": sorted(row["k"] for row in written),
+            "late": [r["late_watermark"] for r in result.collect(late)],
+            "counts": (result.late_count(w), result.invalid_count(w), result.late_count(ints)),
+        }
+
+    direct, spark = run(sb.DirectRunner()), run(spark_runner)
+    assert spark == direct
+    assert direct["written"] == ["late", "late again"]
+    assert direct["late"] == [at(5), at(7)]
+    assert direct["counts"] == (2, 2, 1)
+    assert [len(rows) for rows in direct["epochs"][1]] == [0, 1, 1, 0]
+    unioned_back = sorted(row for rows in direct["epochs"][2] for row in rows)
+    assert unioned_back == [("10",), ("10",), ("11",)]

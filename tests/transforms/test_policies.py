@@ -308,19 +308,64 @@ def test_policy_max_with_parallel_units_judges_per_unit() -> None:
     assert sorted(ts(result.collect(merged))) == [1, 1, 100, 100, 101]
 
 
-# --- Spark streaming: refused, by message ---------------------------------------------------
+# --- Spark streaming ------------------------------------------------------------------------
+
+
+def by_epoch(result: Any, pcoll: sb.PCollection) -> list[list[tuple[Any, ...]]]:
+    """Each epoch's rows in a fixed order (the runners may emit an epoch's rows in any)."""
+    return [sorted(tuple(row.values()) for row in rows) for rows in result.collect_by_epoch(pcoll)]
+
+
+@pytest.mark.spark
+def test_union_policy_max_on_spark_streaming_is_the_direct_runners(spark_runner: Any) -> None:
+    def run(runner: Any) -> dict[str, Any]:
+        p = sb.Pipeline(runner=runner)
+        a = (p | "a" >> stream([{"t": 10}], [{"t": 30}], [{"t": 50}])).with_watermark("t", 0)
+        b = (p | "b" >> stream([{"t": 0}], [{"t": 5}], [{"t": 25}])).with_watermark("t", 0)
+        merged = a.union(b, policy="max")
+        late = merged.late_rows()
+        windows = merged.tumble("t", 10).combine_per_key(["window_start"], n=sb.Count())
+        result = p.run()
+        if isinstance(runner, sb.SparkRunner):
+            result.prepare(merged, late, windows)
+        return {
+            "merged": by_epoch(result, merged),
+            "late": by_epoch(result, late),
+            "windows": by_epoch(result, windows),
+            "counts": (result.late_count(merged), result.late_count(a), result.late_count(b)),
+        }
+
+    direct, spark = run(sb.DirectRunner()), run(spark_runner)
+    assert spark == direct
+    assert direct["late"] == [[], [(5, 10)], [(25, 30)], []]
+    assert direct["windows"] == [[(0, 1)], [(10, 1)], [(30, 1)], [(50, 1)]]
+    assert direct["counts"] == (2, 0, 0)
 
 
 @pytest.mark.spark
 @pytest.mark.parametrize(
     ("build", "message"),
     [
-        (lambda a, b: a.union(b, policy="max"), "policy='max' on unbounded input"),
-        (lambda a, b: a.join(b, on="t", policy="max"), "policy='max' on unbounded input"),
+        (
+            lambda a, b: a.join(b, on="t", policy="max"),
+            "policy='max' of a Join on unbounded input is not supported",
+        ),
+        (
+            lambda a, b: a.union(b, policy="max").union(
+                a.select("t", u=sb.col("t")).select("t").union(b), policy="min"
+            ),
+            "policy='min' meets policy='max'",
+        ),
+        (
+            lambda a, b: a.select(t=sb.col("t") + 5).union(b, policy="max"),
+            "'t' is derived differently on its inputs",
+        ),
     ],
-    ids=["union", "join"],
+    ids=["join", "two-policies", "derived-apart"],
 )
-def test_spark_streaming_refuses_policy_max(spark_runner: Any, build: Any, message: str) -> None:
+def test_spark_streaming_refuses_what_one_watermark_per_query_cannot_judge(
+    spark_runner: Any, build: Any, message: str
+) -> None:
     p = sb.Pipeline(runner=spark_runner)
     a = (p | "a" >> stream([{"t": 1}])).with_watermark("t", 0)
     b = (p | "b" >> stream([{"t": 1}])).with_watermark("t", 0)
@@ -330,7 +375,7 @@ def test_spark_streaming_refuses_policy_max(spark_runner: Any, build: Any, messa
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("option", [{"idle_after": 2}, {"max_drift": 5}])
+@pytest.mark.parametrize("option", [{"idle_after": 2}])
 def test_spark_streaming_refuses_idle_and_drift(spark_runner: Any, option: dict[str, Any]) -> None:
     p = sb.Pipeline(runner=spark_runner)
     (p | stream([{"t": 1}])).with_watermark("t", 0, **option)

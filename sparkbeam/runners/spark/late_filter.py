@@ -1,4 +1,4 @@
-"""The late-row filter of a live query, judged against the current micro-batch's watermark.
+"""Late rows judged against the current micro-batch's watermark: kept, or given as data.
 
 Spark's stateful operators drop late input by the watermark of the batch
 before (they evict state by the current one). Where the runner feeds epochs
@@ -9,14 +9,20 @@ there the filter is a pass-through `transformWithState` that compares each
 row's judge with `TimerValues.getCurrentWatermarkInMs()`, the watermark the
 model judges the epoch by. It holds no state; rows are grouped by their
 input partition only to run it.
+
+The same comparison, inverted, gives the late rows themselves (`late_rows()`
+on unbounded input), each with the model's watermark it was below: Spark's
+watermark `W` moved back through the judge of the first column it was late
+on (`Late`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from pyspark.sql import DataFrame, Row
+import attrs
+from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import (
     StatefulProcessor,
@@ -27,15 +33,47 @@ from pyspark.sql.streaming.stateful_processor import (
 from sparkbeam.runners.spark.arrow import spark_schema
 from sparkbeam.runners.spark.keyed_state import KEY, as_longs, as_times, in_micros
 from sparkbeam.schema import Schema
+from sparkbeam.time import floor_to
+from sparkbeam.transforms.late import LATE_WATERMARK
 
 JUDGE_US = "__sparkbeam_judge_us"
 
 
-class CurrentWatermarkFilter(StatefulProcessor):
-    """Passes the rows whose judge lies above the current batch's watermark (`J > W`)."""
+Steps = tuple[tuple[str, int, int], ...]
+"""How a column's watermark follows from the event time's: `("add", amount, 0)` and
+`("floor", unit, offset)` (the model's window, shift and truncation rules), in order."""
 
-    def __init__(self, names: list[str]) -> None:
+
+def mark(watermark: int, steps: Steps) -> int:
+    """The watermark of a column derived from the event time's `watermark` by `steps`."""
+    for step, amount, offset in steps:
+        watermark = watermark + amount if step == "add" else floor_to(watermark, amount, offset)
+    return watermark
+
+
+@attrs.frozen
+class Late:
+    """How a column is judged late and its watermark named: `judge` closes at Spark's
+    watermark `W`; the event time's model watermark is then `W - shift` in its units
+    (microseconds, or milliseconds for integer times), the column's `mark` of that."""
+
+    judge: Column
+    is_datetime: bool
+    shift: int
+    steps: Steps
+
+
+class CurrentWatermarkFilter(StatefulProcessor):
+    """Passes the rows whose judges all lie above the current batch's watermark (`J > W`);
+    with `late`, passes the others instead, each with the watermark it was below."""
+
+    def __init__(
+        self, names: list[str], judges: int, late: Sequence[tuple[bool, int, Steps]] | None = None
+    ) -> None:
         self.names = names
+        self.judges = [f"{JUDGE_US}_{i}" for i in range(judges)]
+        self.late = late
+        """Per judge: whether its column is a datetime, `Late.shift` and `Late.steps`."""
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         pass
@@ -43,27 +81,65 @@ class CurrentWatermarkFilter(StatefulProcessor):
     def handleInputRows(
         self, key: Any, rows: Iterator[Row], timerValues: TimerValues
     ) -> Iterator[Row]:
-        watermark_us = timerValues.getCurrentWatermarkInMs() * 1000
-        names = self.names
+        watermark_ms = timerValues.getCurrentWatermarkInMs()
+        watermark_us = watermark_ms * 1000
+        names, judges, late = self.names, self.judges, self.late
         for row in rows:
-            if row[JUDGE_US] > watermark_us:
-                yield Row(**{name: row[name] for name in names})
+            below = next((i for i, judge in enumerate(judges) if row[judge] <= watermark_us), None)
+            if late is None:
+                if below is None:
+                    yield Row(**{name: row[name] for name in names})
+            elif below is not None:
+                is_datetime, shift, steps = late[below]
+                time = (watermark_us if is_datetime else watermark_ms) - shift
+                values = {name: row[name] for name in names}
+                yield Row(**values, **{LATE_WATERMARK: mark(time, steps)})
 
     def close(self) -> None:
         pass
 
 
-def current_watermark_filter(frame: DataFrame, schema: Schema, judge: str, label: str) -> DataFrame:
-    """The rows of `frame` (with the judge column `judge`) that are not late this batch."""
-    prepared = frame.select(
+def _prepared(frame: DataFrame, schema: Schema, judges: Sequence[Column]) -> DataFrame:
+    return frame.select(
         *in_micros(schema),
-        F.unix_micros(judge).alias(JUDGE_US),
+        *(F.unix_micros(judge).alias(f"{JUDGE_US}_{i}") for i, judge in enumerate(judges)),
         F.spark_partition_id().alias(KEY),
     )
-    passed = prepared.groupBy(KEY).transformWithState(
-        CurrentWatermarkFilter(list(schema.names)),
-        spark_schema(as_longs(schema), label),
-        "Append",
-        "EventTime",
+
+
+def current_watermark_filter(
+    frame: DataFrame, schema: Schema, judges: Sequence[Column], label: str
+) -> DataFrame:
+    """The rows of `frame` (columns `schema`) not late this batch on any of `judges`."""
+    passed = (
+        _prepared(frame, schema, judges)
+        .groupBy(KEY)
+        .transformWithState(
+            CurrentWatermarkFilter(list(schema.names), len(judges)),
+            spark_schema(as_longs(schema), label),
+            "Append",
+            "EventTime",
+        )
     )
     return passed.select(*as_times(schema))
+
+
+def late_against_current_watermark(
+    frame: DataFrame, schema: Schema, late: Sequence[Late], output: Schema, label: str
+) -> DataFrame:
+    """The rows of `frame` (columns `schema`) late this batch on one of the judges of `late`
+    (in order), each with the watermark of the first it was below, as `LATE_WATERMARK`:
+    `output` is `schema` plus that column."""
+    judges = [entry.judge for entry in late]
+    bases = [(entry.is_datetime, entry.shift, entry.steps) for entry in late]
+    rows = (
+        _prepared(frame, schema, judges)
+        .groupBy(KEY)
+        .transformWithState(
+            CurrentWatermarkFilter(list(schema.names), len(judges), bases),
+            spark_schema(as_longs(output), label),
+            "Append",
+            "EventTime",
+        )
+    )
+    return rows.select(*as_times(output))

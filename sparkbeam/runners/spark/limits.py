@@ -49,8 +49,6 @@ from collections.abc import Sequence
 from sparkbeam.errors import PipelineError
 from sparkbeam.graph import Node
 from sparkbeam.transforms.join import Join
-from sparkbeam.transforms.late import LATE, DroppedRows
-from sparkbeam.transforms.union import Union
 from sparkbeam.transforms.watermark import WithWatermark
 
 ADVICE = "run this pipeline on the direct runner, or on bounded input (Create, ReadFiles) on Spark"
@@ -60,18 +58,12 @@ def refuse_streaming_limits(nodes: Sequence[Node]) -> None:
     """Raise `PipelineError` for the first node of an unbounded pipeline Spark cannot run yet."""
     for node in nodes:
         transform = node.transform
-        if isinstance(transform, DroppedRows):
-            what = "late_rows()" if transform.kind == LATE else "invalid_rows()"
+        if isinstance(transform, Join) and transform.policy != "min":
             raise PipelineError(
-                f"{node.label}: {what} on unbounded input is not supported by the Spark runner "
-                "yet (Spark Structured Streaming drops late rows inside its stateful operators "
-                "and only counts them); count them with result.late_count(...) and "
-                f"result.invalid_count(...), or {ADVICE}"
-            )
-        if isinstance(transform, (Union, Join)) and transform.policy != "min":
-            raise PipelineError(
-                f"{node.label}: policy={transform.policy!r} on unbounded input is not supported "
-                f"by the Spark runner yet (only policy='min'); {ADVICE}"
+                f"{node.label}: policy={transform.policy!r} of a Join on unbounded input is not "
+                "supported by the Spark runner yet (Spark's stream-stream join cleans its state "
+                "by the one watermark of the query, which under 'max' would close a slower "
+                f"side's rows before the model does); use policy='min', or {ADVICE}"
             )
         if isinstance(transform, WithWatermark):
             for name in ("idle_after", "max_drift"):

@@ -284,26 +284,29 @@ class SparkStreamingResult:
         return self._run(pcoll).epochs
 
     def _metric(self, pcoll: PCollection, name: str) -> int:
-        if not isinstance(pcoll.node.transform, WithWatermark):
+        if not isinstance(pcoll.node.transform, (WithWatermark, Union)):
             raise PipelineError(
                 f"{pcoll.node.label}: late rows are counted by WithWatermark; pass the "
                 "PCollection that .with_watermark(...) returned"
             )
         key = name.format(pcoll.node.id)
-        # Any query that held this WithWatermark counted it; a live sink's query counts the
-        # micro-batches run so far.
+        # Any query that ran this WithWatermark's filter counted it (a query of its late rows
+        # runs only its input); a live sink's query counts the micro-batches run so far.
         for run in [*self.sinks.values(), *self.runs.values()]:
             metrics = run.metrics
-            if f"in_{pcoll.node.id}.rows" in metrics:
+            if f"out_{pcoll.node.id}.rows" in metrics:
                 return metrics.get(key, 0)
         return self._run(pcoll).metrics.get(key, 0)
 
     def late_count(self, pcoll: PCollection) -> int:
         """Rows into the late-row filter minus rows out of it, summed over micro-batches.
 
-        A `Union` or `Join` drops none here (only `policy="min"` and no idle
-        input run on Spark streaming, where no row is below their watermark)."""
-        if isinstance(pcoll.node.transform, (Union, Join)):
+        A `Join`, or a `Union` under `policy="min"`, drops none here (no idle
+        input runs on Spark streaming, so no row is below their watermark)."""
+        transform = pcoll.node.transform
+        if isinstance(transform, Join) or (
+            isinstance(transform, Union) and transform.policy == "min"
+        ):
             return 0
         return self._metric(pcoll, "in_{}.rows") - self._metric(pcoll, "out_{}.rows")
 

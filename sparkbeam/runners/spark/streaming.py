@@ -40,6 +40,7 @@ import functools
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -54,7 +55,12 @@ from sparkbeam.errors import PipelineError
 from sparkbeam.graph import Node
 from sparkbeam.runners.direct.files import read_file
 from sparkbeam.runners.spark.arrow import spark_schema
-from sparkbeam.runners.spark.late_filter import current_watermark_filter
+from sparkbeam.runners.spark.late_filter import (
+    Late,
+    Steps,
+    current_watermark_filter,
+    late_against_current_watermark,
+)
 from sparkbeam.runners.spark.python_combine import combine_stream
 from sparkbeam.runners.spark.session import session_stream
 from sparkbeam.runners.spark.sort import sort_stream
@@ -76,6 +82,7 @@ from sparkbeam.transforms.connectors import ForEachBatch, ReadFromSpark
 from sparkbeam.transforms.elementwise import Filter, Map, Select
 from sparkbeam.transforms.files import ReadFiles, WriteFiles, data_files
 from sparkbeam.transforms.join import Join
+from sparkbeam.transforms.late import INVALID, LATE_WATERMARK, DroppedRows
 from sparkbeam.transforms.sort import Sort
 from sparkbeam.transforms.sources import Create, TestStreamSource
 from sparkbeam.transforms.union import Union
@@ -94,13 +101,21 @@ class Judge:
 
     kind: type
     offset: int
+    steps: Steps = ()
+    """How the column's model watermark follows from the event time's (`late_filter.mark`)."""
 
     def __call__(self, value: Column) -> Column:
         return _as_spark_time(_plus(value, self.kind, self.offset), self.kind)
 
-    def moved(self, amount: int) -> Judge:
-        """The judge of `v` that this judge gives to `v + amount`."""
-        return Judge(self.kind, self.offset + amount)
+    def moved(self, amount: int, *steps: tuple[str, int, int]) -> Judge:
+        """The judge of `v` that this judge gives to `v + amount`; its watermark is this one's
+        through `steps`."""
+        return Judge(self.kind, self.offset + amount, (*self.steps, *steps))
+
+    def late(self, column: str) -> Late:
+        """How `late_filter` judges `column` by this judge and names its watermark."""
+        shift = SHIFT_MICROS if self.kind is _dt.datetime else SHIFT_MICROS // 1000
+        return Late(self(F.col(column)), self.kind is _dt.datetime, shift, self.steps)
 
 
 WATERMARK_DELAY_KEY = "spark.watermarkDelayMs"
@@ -124,7 +139,13 @@ this setting every operator judges by the current batch's watermark: exact for t
 late-row filter and one operator after it (rows it passes lie above that watermark), wrong
 for an operator after another (what the first emits would be late for the second)."""
 
-STATELESS = (Map, Filter, Select, Tumble, Hop, Union, WriteFiles, ForEachBatch)
+MAX_POLICY = ("spark.sql.streaming.multipleWatermarkPolicy", "max")
+"""Spark's watermark of a query is the latest of its `withWatermark`s' instead of the earliest:
+`policy="max"` where watermarks of different `WithWatermark`s meet."""
+
+_STARTING = threading.Lock()
+
+STATELESS = (Map, Filter, Select, Tumble, Hop, WriteFiles, ForEachBatch)
 """`WriteFiles` and `ForEachBatch` pass their rows on; they write only as a query's sink."""
 
 
@@ -243,8 +264,9 @@ class StreamingTranslation(Translation):
         """How `WithWatermark` drops late rows: a deduplication keyed on the judge, exact when
         it judges by the current batch's watermark; or "current", a pass-through
         `transformWithState` that compares with that watermark (`late_filter`)."""
-        self.one_watermark = False
-        """Start the query with `ONE_WATERMARK` (see `StreamingRun`)."""
+        self.settings: dict[str, str] = {}
+        """Spark settings the query starts with: `ONE_WATERMARK` (see `StreamingRun`), or
+        `MAX_POLICY` (a `Union` with `policy="max"`)."""
         self.selected = set(range(len(nodes))) if selected is None else selected
         self.staged = staged or set()
         """`WithWatermark`s computed by an earlier stage: read their output instead."""
@@ -266,6 +288,13 @@ class StreamingTranslation(Translation):
         self.judges: dict[int, dict[str, Judge]] = {}
         self.origins: dict[int, frozenset[int]] = {}
         """For each node, the `WithWatermark` nodes its watermarks come from."""
+        self.policies: set[int] = set()
+        """The `Union`s and `Join`s where watermarks of several `WithWatermark`s meet."""
+        self.judged: dict[int, DataFrame] = {}
+        """For each `WithWatermark`, its rows with their judge (`JUDGE`), before the filter."""
+        self.merged: dict[int, tuple[DataFrame, list[Late]]] = {}
+        """For each `Union` under `policy="max"`, its rows before its late-row filter, and the
+        judges of its watermarked columns in schema order."""
         self._epochs: dict[int, tuple[tuple[dict[str, Any], ...], ...]] = {}
 
     def epochs_of(self, node_id: int) -> tuple[tuple[dict[str, Any], ...], ...]:
@@ -293,6 +322,20 @@ class StreamingTranslation(Translation):
             self.frames[node.id] = translate(self, node, inputs)
             if node.id not in self.judges:
                 self.judges[node.id] = derive_judges(self, node)
+
+    def merge_policy(self, node: Node, policy: str) -> None:
+        """Note that watermarks of several `WithWatermark`s meet at `node` under `policy`:
+        Spark keeps one watermark per query, so all such merges must have one policy."""
+        chosen = self.settings.get(MAX_POLICY[0], "min")
+        if self.policies and policy != chosen:
+            raise PipelineError(
+                f"{node.label}: policy={policy!r} meets policy={chosen!r} of another Union or "
+                "Join in the same query; Spark keeps one watermark per query, the earliest or "
+                "the latest of its inputs: give them the same policy"
+            )
+        self.policies.add(node.id)
+        if policy == "max":
+            self.settings[MAX_POLICY[0]] = MAX_POLICY[1]
 
     def input_judges(self, node: Node, port: int = 0) -> dict[str, Judge]:
         return self.judges[node.inputs[port]]
@@ -343,6 +386,16 @@ def source_epochs(node: Node) -> tuple[tuple[dict[str, Any], ...], ...]:
         assert isinstance(transform, Create)
         epochs = (transform.rows,)
     return tuple(tuple(epoch) for epoch in epochs)
+
+
+def epoch_count(node: Node) -> int:
+    """How many epochs a replayed source has (`source_epochs`), without reading them."""
+    transform = node.transform
+    if isinstance(transform, TestStreamSource):
+        return len(transform.epochs)
+    if isinstance(transform, ReadFiles) and transform.streaming:
+        return len(data_files(transform.path, node.label))
+    return 1
 
 
 def is_replayed(node: Node, live: bool) -> bool:
@@ -419,8 +472,9 @@ def with_watermark(translation: Translation, node: Node, inputs: Sequence[DataFr
     time = F.col(column)
     judge = own_judge(kind)
     marked = stateful(real, [judge(time)], delay_ms)
+    run.judged[node.id] = marked
     if run.late_filter == "current":
-        filtered = current_watermark_filter(marked, schema, JUDGE, node.label)
+        filtered = current_watermark_filter(marked, schema, [F.col(JUDGE)], node.label)
     else:
         kept = marked.withColumn(ROW_ID, F.expr("uuid()"))
         filtered = kept.dropDuplicates([ROW_ID, JUDGE]).drop(ROW_ID, JUDGE)
@@ -446,6 +500,7 @@ def _declare_watermark(
     events = frame.withColumn(SENTINEL, F.lit(False)).unionByName(sentinel)
     time = F.col(column)
     if counted:
+        run.invalid[node.id] = frame.filter(time.isNull())
         events = events.observe(
             f"in_{node.id}",
             F.count(F.when(~F.col(SENTINEL) & time.isNotNull(), 1)).alias("rows"),
@@ -503,8 +558,10 @@ def derive_judges(run: StreamingTranslation, node: Node) -> dict[str, Judge]:
         if base is None:
             return dict(judges)
         out = _pass_through(judges, set())
-        out[WINDOW_START] = base.moved(spec.size - 1)
-        out[WINDOW_END] = base.moved(-1)
+        # The earliest window start of a watermark `wm`: floor(wm - size, slide) + slide.
+        start = (("add", -spec.size, 0), ("floor", spec.slide, spec.offset), ("add", spec.slide, 0))
+        out[WINDOW_START] = base.moved(spec.size - 1, *start)
+        out[WINDOW_END] = base.moved(-1, *start, ("add", spec.size, 0))
         return out
     if isinstance(transform, Select):
         out = {}
@@ -530,7 +587,10 @@ def _greatest(judges: list[Judge]) -> Judge:
 def _select_judge(base: Judge, steps: tuple[tuple[str, int], ...]) -> Judge:
     judge = base
     for step, amount in steps:
-        judge = judge.moved(-amount if step == "shift" else amount - 1)
+        if step == "shift":
+            judge = judge.moved(-amount, ("add", amount, 0))
+        else:
+            judge = judge.moved(amount - 1, ("floor", amount, 0))
     return judge
 
 
@@ -607,6 +667,8 @@ def join(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> D
     transform = node.transform
     assert isinstance(transform, Join)
     require_separable_origins(run, node)
+    if len(run.origins[node.id]) > 1:
+        run.merge_policy(node, transform.policy)
     left_info, right_info = (run.nodes[i].info for i in node.inputs)
     judges = [run.judges[i] for i in node.inputs]
     left = inputs[0].select([F.col(n).alias(f"__l_{n}") for n in left_info.schema.names])
@@ -668,8 +730,67 @@ def session(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -
 
 @streaming(Union)
 def union(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
-    require_separable_origins(_streaming(translation), node)
-    return TRANSLATORS[Union](translation, node, inputs)
+    """Under `policy="max"` with watermarks of several `WithWatermark`s, the query keeps the
+    latest of them (`MAX_POLICY`): the rows below it on a watermarked column are late here,
+    judged against the current batch's watermark (`late_filter`)."""
+    run = _streaming(translation)
+    require_separable_origins(run, node)
+    merged = TRANSLATORS[Union](translation, node, inputs)
+    transform = node.transform
+    assert isinstance(transform, Union)
+    if len(run.origins[node.id]) < 2:
+        return merged  # the latest of one watermark is the earliest: no row is late here
+    run.merge_policy(node, transform.policy)
+    if transform.policy == "min":
+        return merged
+    judges = {}
+    for column in sorted(node.info.watermarked):
+        inputs_judges = {run.judges[i][column] for i in node.inputs}
+        if len(inputs_judges) > 1:
+            raise PipelineError(
+                f"{node.label}: {column!r} is derived differently on its inputs (different "
+                "windows, shifts or truncations), so under policy='max' Spark's one watermark "
+                "cannot judge its rows; derive it alike on every input, or use policy='min'"
+            )
+        judges[column] = inputs_judges.pop()
+    run.judges[node.id] = judges
+    schema = node.info.schema
+    late = [judges[column].late(column) for column in schema.names if column in judges]
+    run.merged[node.id] = (merged, late)
+    counted = merged.observe(f"in_{node.id}", F.count(F.lit(1)).alias("rows"))
+    kept = current_watermark_filter(counted, schema, [entry.judge for entry in late], node.label)
+    return kept.observe(f"out_{node.id}", F.count(F.lit(1)).alias("rows"))
+
+
+@streaming(DroppedRows)
+def dropped_rows(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+    """Invalid rows: the `WithWatermark`'s input rows with no event time. Late rows: the rows
+    its filter (or a `Union`'s under `policy="max"`) drops, judged the same way."""
+    run = _streaming(translation)
+    transform = node.transform
+    assert isinstance(transform, DroppedRows)
+    source = run.nodes[node.inputs[0]]
+    if source.id in run.staged:
+        raise PipelineError(
+            f"{node.label}: the rows {source.label} drops meet the watermark of another "
+            "WithWatermark in this query, which Spark would judge them by; collect or write "
+            "each WithWatermark's dropped rows on their own"
+        )
+    if transform.kind == INVALID:
+        return run.invalid[source.id]
+    run.judges[node.id] = {}
+    schema = node.info.schema
+    if isinstance(source.transform, WithWatermark):
+        column = source.transform.column
+        judge = own_judge(source.info.schema.type_of(column))
+        late = [attrs.evolve(judge.late(column), judge=F.col(JUDGE))]
+        frame = run.judged[source.id]
+    elif source.id in run.merged:
+        frame, late = run.merged[source.id]
+    else:  # policy="min" (the only policy of a Join on Spark streaming): nothing is late
+        kind = spark_schema(schema, node.label)[LATE_WATERMARK].dataType
+        return inputs[0].filter(F.lit(False)).withColumn(LATE_WATERMARK, F.lit(None).cast(kind))
+    return late_against_current_watermark(frame, source.info.schema, late, schema, node.label)
 
 
 _PLACEHOLDERS: dict[type, Any] = {
@@ -773,19 +894,21 @@ class Stage:
         writer = writer.outputMode("append").option("checkpointLocation", checkpoint)
         if trigger is not None:
             writer = writer.trigger(processingTime=trigger)
-        if not self.translation.one_watermark:
-            self.query = writer.start()
-            return
+        # A query keeps the session's settings as it starts: set this query's only while it
+        # starts, and start one query at a time (`prepare` starts them from several threads).
         conf = self.translation.spark.conf
-        before = conf.get(ONE_WATERMARK[0], None)
-        conf.set(*ONE_WATERMARK)  # the query keeps the session's settings as it starts
-        try:
-            self.query = writer.start()
-        finally:
-            if before is None:
-                conf.unset(ONE_WATERMARK[0])
-            else:
-                conf.set(ONE_WATERMARK[0], before)
+        with _STARTING:
+            before = {key: conf.get(key, None) for key in self.translation.settings}
+            for key, value in self.translation.settings.items():
+                conf.set(key, value)
+            try:
+                self.query = writer.start()
+            finally:
+                for key, old in before.items():
+                    if old is None:
+                        conf.unset(key)
+                    else:
+                        conf.set(key, old)
 
     def feed(self, epoch: int, final: bool) -> None:
         translation = self.translation
@@ -858,6 +981,8 @@ class StreamingRun:
     ) -> None:
         self.spark = spark
         self.trigger = trigger
+        self.live_run = live
+        """Whether `ReadFiles(streaming=True)` is Spark's own file source (a run with sinks)."""
         ancestors = _ancestors(nodes, target)
         live_sources = [nodes[n].label for n in sorted(ancestors) if is_live(nodes[n], live)]
         replayed = [nodes[n].label for n in sorted(ancestors) if is_replayed(nodes[n], live)]
@@ -904,7 +1029,8 @@ class StreamingRun:
         if self.live:
             # Back-to-back batches: judge late rows by the current batch's watermark.
             if _stateful_depth(nodes, needed) <= 2:
-                final.one_watermark = True  # the filter and at most one operator after it
+                # the filter and at most one operator after it
+                final.settings[ONE_WATERMARK[0]] = ONE_WATERMARK[1]
             else:
                 final.late_filter = "current"
         self.final = Stage(final, target, sink=sink)
@@ -935,11 +1061,13 @@ class StreamingRun:
                 stage.start(os.path.join(self.directory, f"checkpoint-{index}"), self.trigger)
             if self.live:
                 return
+            # As many epochs as the pipeline's longest source, as on the direct runner, also
+            # where that source is not one of this query's.
             epochs = max(
                 (
-                    len(stage.translation.epochs_of(node_id))
-                    for stage in self.stages
-                    for node_id in stage.translation.sources
+                    epoch_count(node)
+                    for node in self.final.translation.nodes
+                    if is_replayed(node, self.live_run)
                 ),
                 default=0,
             )
