@@ -317,29 +317,39 @@ def by_epoch(result: Any, pcoll: sb.PCollection) -> list[list[tuple[Any, ...]]]:
 
 
 @pytest.mark.spark
-def test_union_policy_max_on_spark_streaming_is_the_direct_runners(spark_runner: Any) -> None:
+def test_policy_max_on_spark_streaming_is_the_direct_runners(spark_runner: Any) -> None:
     def run(runner: Any) -> dict[str, Any]:
         p = sb.Pipeline(runner=runner)
         a = (p | "a" >> stream([{"t": 10}], [{"t": 30}], [{"t": 50}])).with_watermark("t", 0)
         b = (p | "b" >> stream([{"t": 0}], [{"t": 5}], [{"t": 25}])).with_watermark("t", 0)
         merged = a.union(b, policy="max")
-        late = merged.late_rows()
         windows = merged.tumble("t", 10).combine_per_key(["window_start"], n=sb.Count())
+        left = a.tumble("t", 10).select("window_start", left=sb.col("t"))
+        right = b.tumble("t", 10).select("window_start", right=sb.col("t"))
+        joined = left.join(right, on="window_start", how="full", policy="max")
+        outputs = [merged, merged.late_rows(), windows, joined, joined.late_rows()]
         result = p.run()
         if isinstance(runner, sb.SparkRunner):
-            result.prepare(merged, late, windows)
+            result.prepare(*outputs)
         return {
-            "merged": by_epoch(result, merged),
-            "late": by_epoch(result, late),
-            "windows": by_epoch(result, windows),
+            "epochs": [by_epoch(result, pcoll) for pcoll in outputs],
             "counts": (result.late_count(merged), result.late_count(a), result.late_count(b)),
         }
 
     direct, spark = run(sb.DirectRunner()), run(spark_runner)
     assert spark == direct
-    assert direct["late"] == [[], [(5, 10)], [(25, 30)], []]
-    assert direct["windows"] == [[(0, 1)], [(10, 1)], [(30, 1)], [(50, 1)]]
+    _, late, windows, joined, joined_late = direct["epochs"]
+    assert late == [[], [(5, 10)], [(25, 30)], []]
+    assert windows == [[(0, 1)], [(10, 1)], [(30, 1)], [(50, 1)]]
     assert direct["counts"] == (2, 0, 0)
+    # window_start 0 of b's t=5 is below the join's watermark on it (10, a's): late, unmatched
+    assert joined_late == [[], [(0, None, 5, 10)], [(20, None, 25, 30)], []]
+    assert sorted(row for rows in joined for row in rows) == [
+        (0, None, 0),
+        (10, 10, None),
+        (30, 30, None),
+        (50, 50, None),
+    ]
 
 
 @pytest.mark.spark
@@ -347,8 +357,8 @@ def test_union_policy_max_on_spark_streaming_is_the_direct_runners(spark_runner:
     ("build", "message"),
     [
         (
-            lambda a, b: a.join(b, on="t", policy="max"),
-            "policy='max' of a Join on unbounded input is not supported",
+            lambda a, b: a.join(b, on="k", times=("t", "t"), within=(0, 5), policy="max"),
+            "policy='max' of a Join with no window key",
         ),
         (
             lambda a, b: a.union(b, policy="max").union(
@@ -367,8 +377,8 @@ def test_spark_streaming_refuses_what_one_watermark_per_query_cannot_judge(
     spark_runner: Any, build: Any, message: str
 ) -> None:
     p = sb.Pipeline(runner=spark_runner)
-    a = (p | "a" >> stream([{"t": 1}])).with_watermark("t", 0)
-    b = (p | "b" >> stream([{"t": 1}])).with_watermark("t", 0)
+    a = (p | "a" >> stream([{"t": 1, "k": 1}])).with_watermark("t", 0)
+    b = (p | "b" >> stream([{"t": 1, "k": 1}])).with_watermark("t", 0)
     build(a, b)
     with pytest.raises(sb.PipelineError, match=message):
         p.run()

@@ -58,6 +58,7 @@ class Late:
     (microseconds, or milliseconds for integer times), the column's `mark` of that."""
 
     judge: Column
+    column: str
     is_datetime: bool
     shift: int
     steps: Steps

@@ -1,28 +1,12 @@
 """What the Spark runner refuses on unbounded input, for now, before any query runs.
 
 Structured Streaming runs the model's late-row filter, windows, joins and
-sorts (`streaming`); these features of the model have no streaming form yet.
+sorts, late and invalid rows as data and `policy="max"` (`streaming`); these
+features of the model have no streaming form yet.
 Each is refused with a `PipelineError` naming the transform and what to do;
 bounded pipelines run as batch jobs, where all of them work (`translate`).
 How each can run (the plan for the streaming translation):
 
-- `late_rows()` of a `WithWatermark`: Spark drops late rows inside a stateful
-  operator and only counts them. A second branch of the same query, from the
-  rows the filter judges (with their judge column), through a pass-through
-  `transformWithState` that keeps the rows with `judge <= W` (the current
-  batch's watermark `W`, equal to the one the filter used where the runner
-  feeds epochs: a no-data batch runs between two data batches), gives them
-  with `W`; `late_watermark` is `W` unshifted (the judge is the time plus one
-  microsecond, so `time < W` exactly). One query per collected PCollection,
-  as today, so `late_rows()` replays the same epochs as the filter's query.
-- `invalid_rows()`: the rows with a `None` time, split off before the
-  watermark is declared (they are already counted there).
-- `policy="max"`: the final query (where stage queries of different origins
-  meet) starts with `spark.sql.streaming.multipleWatermarkPolicy=max`, and a
-  late-row filter keyed on the merge's judges (the earliest of its inputs'
-  judges, as the watermark is the latest) follows the `Union`/`Join`, its
-  complement being their `late_rows()`. One policy per query: a query where
-  merges with both policies meet is refused.
 - `idle_after` (epochs): the runner writes each epoch's file, so it knows when
   a source brought no rows for `idle_after` epochs; it then feeds that
   origin's channel of the final query a marker row (flagged, filtered out
@@ -48,7 +32,6 @@ from collections.abc import Sequence
 
 from sparkbeam.errors import PipelineError
 from sparkbeam.graph import Node
-from sparkbeam.transforms.join import Join
 from sparkbeam.transforms.watermark import WithWatermark
 
 ADVICE = "run this pipeline on the direct runner, or on bounded input (Create, ReadFiles) on Spark"
@@ -58,13 +41,6 @@ def refuse_streaming_limits(nodes: Sequence[Node]) -> None:
     """Raise `PipelineError` for the first node of an unbounded pipeline Spark cannot run yet."""
     for node in nodes:
         transform = node.transform
-        if isinstance(transform, Join) and transform.policy != "min":
-            raise PipelineError(
-                f"{node.label}: policy={transform.policy!r} of a Join on unbounded input is not "
-                "supported by the Spark runner yet (Spark's stream-stream join cleans its state "
-                "by the one watermark of the query, which under 'max' would close a slower "
-                f"side's rows before the model does); use policy='min', or {ADVICE}"
-            )
         if isinstance(transform, WithWatermark):
             for name in ("idle_after", "max_drift"):
                 value = getattr(transform, name)

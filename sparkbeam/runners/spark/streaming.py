@@ -115,7 +115,7 @@ class Judge:
     def late(self, column: str) -> Late:
         """How `late_filter` judges `column` by this judge and names its watermark."""
         shift = SHIFT_MICROS if self.kind is _dt.datetime else SHIFT_MICROS // 1000
-        return Late(self(F.col(column)), self.kind is _dt.datetime, shift, self.steps)
+        return Late(self(F.col(column)), column, self.kind is _dt.datetime, shift, self.steps)
 
 
 WATERMARK_DELAY_KEY = "spark.watermarkDelayMs"
@@ -292,9 +292,8 @@ class StreamingTranslation(Translation):
         """The `Union`s and `Join`s where watermarks of several `WithWatermark`s meet."""
         self.judged: dict[int, DataFrame] = {}
         """For each `WithWatermark`, its rows with their judge (`JUDGE`), before the filter."""
-        self.merged: dict[int, tuple[DataFrame, list[Late]]] = {}
-        """For each `Union` under `policy="max"`, its rows before its late-row filter, and the
-        judges of its watermarked columns in schema order."""
+        self.late_frames: dict[int, DataFrame] = {}
+        """For each `Union` and `Join` under `policy="max"`, the rows it drops as late."""
         self._epochs: dict[int, tuple[tuple[dict[str, Any], ...], ...]] = {}
 
     def epochs_of(self, node_id: int) -> tuple[tuple[dict[str, Any], ...], ...]:
@@ -651,6 +650,57 @@ def require_separable_origins(run: StreamingTranslation, node: Node) -> None:
         )
 
 
+def _judged_sides(
+    run: StreamingTranslation,
+    node: Node,
+    left: DataFrame,
+    right: DataFrame,
+    judges: list[dict[str, Judge]],
+    window_keys: Sequence[str],
+) -> tuple[DataFrame, DataFrame]:
+    """A join's sides under `policy="max"`: the rows not below Spark's (latest) watermark on a
+    window key; the others go to its late rows, laid out as unmatched rows."""
+    transform = node.transform
+    assert isinstance(transform, Join)
+    if not window_keys:
+        raise PipelineError(
+            f"{node.label}: policy='max' of a Join with no window key (a column of `on` "
+            "watermarked on both sides) is not supported by the Spark runner on unbounded "
+            "input (Spark cleans an interval join's state by the query's one watermark, the "
+            "model by each side's own); join on a window key, or use policy='min'"
+        )
+    schemas = [run.nodes[i].info.schema for i in node.inputs]
+    for key in window_keys:
+        if judges[0][key] != judges[1][key]:
+            raise PipelineError(
+                f"{node.label}: {key!r} is derived differently on the two sides (different "
+                "window sizes or shifts), so Spark's one watermark cannot judge its rows under "
+                "policy='max'; derive it alike on both sides, or use policy='min'"
+            )
+    run.merge_policy(node, "max")
+    prefixed = [
+        Schema(tuple((f"__{side}_{name}", kind) for name, kind in schema.fields))
+        for side, schema in zip("lr", schemas, strict=True)
+    ]
+    kept, late_rows = [], []
+    for port, frame in enumerate((left, right)):
+        side = "lr"[port]
+        late = [judges[port][key].late(f"__{side}_{key}") for key in window_keys]
+        kind = schemas[port].type_of(window_keys[0])
+        output = prefixed[port].with_columns((LATE_WATERMARK, kind))
+        judged = [entry.judge for entry in late]
+        kept.append(current_watermark_filter(frame, prefixed[port], judged, node.label))
+        rows = late_against_current_watermark(frame, prefixed[port], late, output, node.label)
+        other = prefixed[1 - port]
+        types = spark_schema(other, node.label)
+        for field in types.fields:
+            rows = rows.withColumn(field.name, F.lit(None).cast(field.dataType))
+        unmatched = join_output(transform, schemas[0], schemas[1], node.label)
+        late_rows.append(rows.select(*unmatched, LATE_WATERMARK))
+    run.late_frames[node.id] = late_rows[0].unionByName(late_rows[1])
+    return kept[0], kept[1]
+
+
 def _interval(amount: int, kind: type) -> Column:
     """A day-time interval literal: `amount` microseconds (datetime) or milliseconds (int)."""
     micros = amount if kind is _dt.datetime else amount * 1000
@@ -678,6 +728,8 @@ def join(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> D
     )
     window_keys = transform.window_keys(left_info, right_info)
     bounds = transform.interval_bounds(left_info.schema, right_info.schema, node.label)
+    if transform.policy == "max" and len(run.origins[node.id]) > 1:
+        left, right = _judged_sides(run, node, left, right, judges, window_keys)
 
     def marked(frame: DataFrame, name: str, judge: Judge, column: str) -> DataFrame:
         value = judge(F.col(column)).alias(name, metadata={WATERMARK_DELAY_KEY: 0})
@@ -756,7 +808,10 @@ def union(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> 
     run.judges[node.id] = judges
     schema = node.info.schema
     late = [judges[column].late(column) for column in schema.names if column in judges]
-    run.merged[node.id] = (merged, late)
+    output = schema.with_columns((LATE_WATERMARK, schema.type_of(late[0].column)))
+    run.late_frames[node.id] = late_against_current_watermark(
+        merged, schema, late, output, node.label
+    )
     counted = merged.observe(f"in_{node.id}", F.count(F.lit(1)).alias("rows"))
     kept = current_watermark_filter(counted, schema, [entry.judge for entry in late], node.label)
     return kept.observe(f"out_{node.id}", F.count(F.lit(1)).alias("rows"))
@@ -785,8 +840,8 @@ def dropped_rows(translation: Translation, node: Node, inputs: Sequence[DataFram
         judge = own_judge(source.info.schema.type_of(column))
         late = [attrs.evolve(judge.late(column), judge=F.col(JUDGE))]
         frame = run.judged[source.id]
-    elif source.id in run.merged:
-        frame, late = run.merged[source.id]
+    elif source.id in run.late_frames:
+        return run.late_frames[source.id]
     else:  # policy="min" (the only policy of a Join on Spark streaming): nothing is late
         kind = spark_schema(schema, node.label)[LATE_WATERMARK].dataType
         return inputs[0].filter(F.lit(False)).withColumn(LATE_WATERMARK, F.lit(None).cast(kind))
