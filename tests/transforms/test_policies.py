@@ -135,8 +135,8 @@ def test_bad_policy_is_refused_when_applied() -> None:
 # --- idle inputs ---------------------------------------------------------------------------
 
 
-def silent_source_pipeline(idle_after: int | None) -> tuple[Any, Any, Any, Any]:
-    p = sb.Pipeline()
+def silent_source_pipeline(idle_after: int | None, runner: Any = None) -> tuple[Any, Any, Any, Any]:
+    p = sb.Pipeline(runner=runner)
     busy = p | "busy" >> stream(*[[{"t": 10 * i}] for i in range(1, 7)])
     silent = p | "silent" >> stream([{"t": 5}], [], [], [], [{"t": 6}, {"t": 70}], [])
     a = busy.with_watermark("t", 0)
@@ -358,16 +358,14 @@ def test_policy_max_on_spark_streaming_is_the_direct_runners(spark_runner: Any) 
     [
         (
             lambda a, b: a.join(b, on="k", times=("t", "t"), within=(0, 5), policy="max"),
-            "policy='max' of a Join with no window key",
+            r"policy='max' or an idle input .* at a Join with no window key",
         ),
         (
-            lambda a, b: a.union(b, policy="max").union(
-                a.select("t", u=sb.col("t")).select("t").union(b), policy="min"
-            ),
-            "policy='min' meets policy='max'",
+            lambda a, b: a.union(b, policy="max").union(b.union(a)),
+            "policy='(min|max)' meets policy='(max|min)' of another",
         ),
         (
-            lambda a, b: a.select(t=sb.col("t") + 5).union(b, policy="max"),
+            lambda a, b: a.select(t=sb.col("t") + 5, k="k").union(b, policy="max"),
             "'t' is derived differently on its inputs",
         ),
     ],
@@ -385,10 +383,46 @@ def test_spark_streaming_refuses_what_one_watermark_per_query_cannot_judge(
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("option", [{"idle_after": 2}])
-def test_spark_streaming_refuses_idle_and_drift(spark_runner: Any, option: dict[str, Any]) -> None:
+def test_idle_inputs_on_spark_streaming_are_the_direct_runners(spark_runner: Any) -> None:
+    def run(runner: Any) -> dict[str, Any]:
+        p, merged, windows, late = silent_source_pipeline(1, runner)
+        left = (p | "l" >> stream(*[[{"w": 10 * i, "a": i}] for i in range(4)])).with_watermark(
+            "w", 0
+        )
+        right = (p | "r" >> stream([{"w": 0, "b": 0}], [], [], [{"w": 5, "b": 5}])).with_watermark(
+            "w", 0, idle_after=1
+        )
+        joined = left.join(right, on="w", how="left")
+        outputs = [merged, windows, late, joined, joined.late_rows()]
+        result = p.run()
+        if isinstance(runner, sb.SparkRunner):
+            result.prepare(*outputs)
+        return {
+            "epochs": [by_epoch(result, pcoll) for pcoll in outputs],
+            "late": (result.late_count(merged), result.late_count(joined)),
+        }
+
+    direct, spark = run(sb.DirectRunner()), run(spark_runner)
+    assert spark == direct
+    _, windows, late, _, joined_late = direct["epochs"]
+    # The silent source is idle after one empty epoch: windows close on the busy one's watermark
+    assert windows[:3] == [[], [(0, 1), (10, 1)], [(20, 1)]]
+    assert late[4] == [(6, 40)]
+    assert joined_late == [[], [], [], [(5, None, 5, 20)], [], [], []]
+    assert direct["late"] == (1, 1)
+
+
+@pytest.mark.spark
+def test_spark_streaming_refuses_idle_after_as_processing_time(spark_runner: Any) -> None:
     p = sb.Pipeline(runner=spark_runner)
-    (p | stream([{"t": 1}])).with_watermark("t", 0, **option)
-    (name,) = option
-    with pytest.raises(sb.PipelineError, match=rf"{name}=.* on unbounded input is not supported"):
+    (p | stream([{"t": 1}])).with_watermark("t", 0, idle_after="30 seconds")
+    with pytest.raises(sb.PipelineError, match=r"idle_after='30 seconds' is processing time"):
+        p.run()
+
+
+@pytest.mark.spark
+def test_spark_streaming_refuses_max_drift(spark_runner: Any) -> None:
+    p = sb.Pipeline(runner=spark_runner)
+    (p | stream([{"t": 1}])).with_watermark("t", 0, max_drift=5)
+    with pytest.raises(sb.PipelineError, match=r"max_drift=5 on unbounded input is not supported"):
         p.run()

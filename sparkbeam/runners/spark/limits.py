@@ -1,20 +1,16 @@
 """What the Spark runner refuses on unbounded input, for now, before any query runs.
 
 Structured Streaming runs the model's late-row filter, windows, joins and
-sorts, late and invalid rows as data and `policy="max"` (`streaming`); these
-features of the model have no streaming form yet.
+sorts, late and invalid rows as data, `policy="max"` and `idle_after` in
+epochs (`streaming`); these features of the model have no streaming form yet.
 Each is refused with a `PipelineError` naming the transform and what to do;
 bounded pipelines run as batch jobs, where all of them work (`translate`).
 How each can run (the plan for the streaming translation):
 
-- `idle_after` (epochs): the runner writes each epoch's file, so it knows when
-  a source brought no rows for `idle_after` epochs; it then feeds that
-  origin's channel of the final query a marker row (flagged, filtered out
-  after the watermark, as the end-of-input sentinel) at the others' minimum
-  watermark plus the delay, every epoch while idle: the origin stops holding
-  back Spark's minimum, and its rows below it when it returns are dropped by
-  the merge's late-row filter (into `late_rows()`). As processing time it
-  needs a live source with arrival times: refused there.
+- `idle_after` as processing time (a duration): Spark has no idle inputs; the
+  runner applies `idle_after` in epochs to the sources it replays
+  (`streaming.IdleInputs`); a live query's watermarks never meet another's
+  (refused in `streaming.StreamingRun`), so idleness changes nothing there.
 - `max_drift`: after each epoch the runner reads each stage query's watermark
   (`lastProgress.eventTime.watermark`) and applies the direct runner's rule
   (`runners.direct.alignment`) to decide which sources' next epoch files to
@@ -41,12 +37,19 @@ def refuse_streaming_limits(nodes: Sequence[Node]) -> None:
     """Raise `PipelineError` for the first node of an unbounded pipeline Spark cannot run yet."""
     for node in nodes:
         transform = node.transform
-        if isinstance(transform, WithWatermark):
-            for name in ("idle_after", "max_drift"):
-                value = getattr(transform, name)
-                if value is not None:
-                    raise PipelineError(
-                        f"{node.label}: {name}={value!r} on unbounded input is not supported by "
-                        f"the Spark runner yet (Spark has no idle inputs or watermark "
-                        f"alignment); drop {name}, or {ADVICE}"
-                    )
+        if not isinstance(transform, WithWatermark):
+            continue
+        if transform.idle_after is not None and transform.idle_epochs(node.label) is None:
+            raise PipelineError(
+                f"{node.label}: idle_after={transform.idle_after!r} is processing time, which "
+                "Spark cannot apply to a source: a query keeps one watermark, the minimum (or "
+                "maximum) of all its inputs', with no notion of an idle input. Give a number of "
+                "epochs (idle_after=3), which the Spark runner applies to the sources it replays "
+                "(TestStream, Create, ReadFiles collected)"
+            )
+        if transform.max_drift is not None:
+            raise PipelineError(
+                f"{node.label}: max_drift={transform.max_drift!r} on unbounded input is not "
+                "supported by the Spark runner yet (Spark has no watermark alignment); drop "
+                f"max_drift, or {ADVICE}"
+            )

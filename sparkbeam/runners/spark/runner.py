@@ -23,7 +23,12 @@ from sparkbeam.graph import Node
 from sparkbeam.metrics import TransformMetrics
 from sparkbeam.runners.spark.limits import refuse_streaming_limits
 from sparkbeam.runners.spark.python_functions import DATA_ERROR_MARK
-from sparkbeam.runners.spark.streaming import StreamingRun, StreamingTranslation, sink_of
+from sparkbeam.runners.spark.streaming import (
+    StreamingRun,
+    StreamingTranslation,
+    ancestors,
+    sink_of,
+)
 from sparkbeam.runners.spark.translate import Translation, file_options
 from sparkbeam.schema import Row, columns_to_rows
 from sparkbeam.time import ONE_MICROSECOND, from_micros
@@ -283,35 +288,51 @@ class SparkStreamingResult:
     def collect_by_epoch(self, pcoll: PCollection) -> list[list[Row]]:
         return self._run(pcoll).epochs
 
-    def _metric(self, pcoll: PCollection, name: str) -> int:
-        if not isinstance(pcoll.node.transform, (WithWatermark, Union)):
-            raise PipelineError(
-                f"{pcoll.node.label}: late rows are counted by WithWatermark; pass the "
-                "PCollection that .with_watermark(...) returned"
-            )
-        key = name.format(pcoll.node.id)
-        # Any query that ran this WithWatermark's filter counted it (a query of its late rows
-        # runs only its input); a live sink's query counts the micro-batches run so far.
+    def _counts(self, pcoll: PCollection) -> dict[str, int]:
+        """The observed counts of a query that ran `pcoll`'s late-row filter (its own query's
+        when none did yet); a live sink's query counts the micro-batches run so far."""
+        if pcoll.pipeline is not self.pipeline:
+            raise PipelineError(f"{pcoll.node.label}: that PCollection is of another pipeline")
+        filtered = re.compile(rf"out_{pcoll.node.id}(_\d)?\.rows")
+        # A query of a WithWatermark's late rows runs only its input: not that one.
         for run in [*self.sinks.values(), *self.runs.values()]:
             metrics = run.metrics
-            if f"out_{pcoll.node.id}.rows" in metrics:
-                return metrics.get(key, 0)
-        return self._run(pcoll).metrics.get(key, 0)
+            if any(filtered.fullmatch(key) for key in metrics):
+                return metrics
+        return self._run(pcoll).metrics
 
     def late_count(self, pcoll: PCollection) -> int:
         """Rows into the late-row filter minus rows out of it, summed over micro-batches.
 
-        A `Join`, or a `Union` under `policy="min"`, drops none here (no idle
-        input runs on Spark streaming, so no row is below their watermark)."""
-        transform = pcoll.node.transform
-        if isinstance(transform, Join) or (
-            isinstance(transform, Union) and transform.policy == "min"
-        ):
-            return 0
-        return self._metric(pcoll, "in_{}.rows") - self._metric(pcoll, "out_{}.rows")
+        A `Union` or `Join` under `policy="min"` with no idle input upstream
+        drops none (no row is below its watermark) and runs no query for it."""
+        node = pcoll.node
+        transform = node.transform
+        if not isinstance(transform, (WithWatermark, Union, Join)):
+            raise PipelineError(
+                f"{node.label}: late rows are counted by WithWatermark (and by Union and "
+                "Join); pass the PCollection that .with_watermark(...) returned"
+            )
+        if isinstance(transform, (Union, Join)) and transform.policy == "min":
+            nodes = self.pipeline.nodes
+            upstream = [nodes[i].transform for i in ancestors(nodes, node)]
+            if not any(isinstance(t, WithWatermark) and t.idle_after is not None for t in upstream):
+                return 0
+        counts = self._counts(pcoll)
+
+        def total(kind: str) -> int:
+            mine = re.compile(rf"{kind}_{node.id}(_\d)?\.rows")
+            return sum(value for key, value in counts.items() if mine.fullmatch(key))
+
+        return total("in") - total("out")
 
     def invalid_count(self, pcoll: PCollection) -> int:
-        return self._metric(pcoll, "in_{}.invalid")
+        if not isinstance(pcoll.node.transform, WithWatermark):
+            raise PipelineError(
+                f"{pcoll.node.label}: rows with no event time are counted by WithWatermark; "
+                "pass the PCollection that .with_watermark(...) returned"
+            )
+        return self._counts(pcoll).get(f"in_{pcoll.node.id}.invalid", 0)
 
     def metrics(self) -> dict[str, TransformMetrics]:
         """Not yet on unbounded input: refused (the plan is in `runners.spark.limits`)."""

@@ -633,6 +633,15 @@ def sort(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> D
     return out
 
 
+def may_idle(run: StreamingTranslation, node: Node) -> bool:
+    """Whether an input of `node` comes from a `WithWatermark` with `idle_after` (epochs)."""
+    for origin in run.origins[node.id]:
+        transform = run.nodes[origin].transform
+        if isinstance(transform, WithWatermark) and transform.idle_after is not None:
+            return True
+    return False
+
+
 def require_separable_origins(run: StreamingTranslation, node: Node) -> None:
     """Refuse a merge of watermarks from `WithWatermark`s chained one after the other.
 
@@ -658,16 +667,17 @@ def _judged_sides(
     judges: list[dict[str, Judge]],
     window_keys: Sequence[str],
 ) -> tuple[DataFrame, DataFrame]:
-    """A join's sides under `policy="max"`: the rows not below Spark's (latest) watermark on a
-    window key; the others go to its late rows, laid out as unmatched rows."""
+    """A join's sides under `policy="max"` or with an idle input: the rows not below Spark's
+    watermark on a window key; the others go to its late rows, laid out as unmatched rows."""
     transform = node.transform
     assert isinstance(transform, Join)
     if not window_keys:
         raise PipelineError(
-            f"{node.label}: policy='max' of a Join with no window key (a column of `on` "
-            "watermarked on both sides) is not supported by the Spark runner on unbounded "
-            "input (Spark cleans an interval join's state by the query's one watermark, the "
-            "model by each side's own); join on a window key, or use policy='min'"
+            f"{node.label}: policy='max' or an idle input (idle_after) at a Join with no "
+            "window key (a column of `on` watermarked on both sides) is not supported by the "
+            "Spark runner on unbounded input (Spark cleans an interval join's state by the "
+            "query's one watermark, the model by each side's own); join on a window key, or "
+            "use policy='min' without idle_after"
         )
     schemas = [run.nodes[i].info.schema for i in node.inputs]
     for key in window_keys:
@@ -675,21 +685,22 @@ def _judged_sides(
             raise PipelineError(
                 f"{node.label}: {key!r} is derived differently on the two sides (different "
                 "window sizes or shifts), so Spark's one watermark cannot judge its rows under "
-                "policy='max'; derive it alike on both sides, or use policy='min'"
+                "policy='max' or with an idle input; derive it alike on both sides"
             )
-    run.merge_policy(node, "max")
     prefixed = [
         Schema(tuple((f"__{side}_{name}", kind) for name, kind in schema.fields))
         for side, schema in zip("lr", schemas, strict=True)
     ]
     kept, late_rows = [], []
     for port, frame in enumerate((left, right)):
+        frame = frame.observe(f"in_{node.id}_{port}", F.count(F.lit(1)).alias("rows"))
         side = "lr"[port]
         late = [judges[port][key].late(f"__{side}_{key}") for key in window_keys]
         kind = schemas[port].type_of(window_keys[0])
         output = prefixed[port].with_columns((LATE_WATERMARK, kind))
         judged = [entry.judge for entry in late]
-        kept.append(current_watermark_filter(frame, prefixed[port], judged, node.label))
+        passed = current_watermark_filter(frame, prefixed[port], judged, node.label)
+        kept.append(passed.observe(f"out_{node.id}_{port}", F.count(F.lit(1)).alias("rows")))
         rows = late_against_current_watermark(frame, prefixed[port], late, output, node.label)
         other = prefixed[1 - port]
         types = spark_schema(other, node.label)
@@ -728,7 +739,7 @@ def join(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> D
     )
     window_keys = transform.window_keys(left_info, right_info)
     bounds = transform.interval_bounds(left_info.schema, right_info.schema, node.label)
-    if transform.policy == "max" and len(run.origins[node.id]) > 1:
+    if len(run.origins[node.id]) > 1 and (transform.policy == "max" or may_idle(run, node)):
         left, right = _judged_sides(run, node, left, right, judges, window_keys)
 
     def marked(frame: DataFrame, name: str, judge: Judge, column: str) -> DataFrame:
@@ -793,7 +804,7 @@ def union(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> 
     if len(run.origins[node.id]) < 2:
         return merged  # the latest of one watermark is the earliest: no row is late here
     run.merge_policy(node, transform.policy)
-    if transform.policy == "min":
+    if transform.policy == "min" and not may_idle(run, node):
         return merged
     judges = {}
     for column in sorted(node.info.watermarked):
@@ -801,8 +812,8 @@ def union(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> 
         if len(inputs_judges) > 1:
             raise PipelineError(
                 f"{node.label}: {column!r} is derived differently on its inputs (different "
-                "windows, shifts or truncations), so under policy='max' Spark's one watermark "
-                "cannot judge its rows; derive it alike on every input, or use policy='min'"
+                "windows, shifts or truncations), so under policy='max' or with an idle input "
+                "Spark's one watermark cannot judge its rows; derive it alike on every input"
             )
         judges[column] = inputs_judges.pop()
     run.judges[node.id] = judges
@@ -858,18 +869,21 @@ _PLACEHOLDERS: dict[type, Any] = {
 }
 
 
-def put_sentinel(source: Channel, column: str, kind: type) -> None:
+def put_sentinel(source: Channel, column: str, kind: type, time: int | None = None) -> None:
     """The row that ends the input: far in the future, and no column null, so that no
     `IS NOT NULL` the optimizer infers (from a join key, say) can stop it on its way to
-    the watermark."""
+    the watermark. With `time` (in the column's units), a marker row that lifts the
+    watermark to what that time gives instead (an idle input, `StreamingRun`)."""
     columns: Columns = {
         name: [_PLACEHOLDERS.get(source.schema.type_of(name))] for name in source.schema.names
     }
-    columns[column] = [
-        FAR_FUTURE_INT
-        if kind is int
-        else (FAR_FUTURE - _dt.datetime(1970, 1, 1)) // _dt.timedelta(microseconds=1)
-    ]
+    if time is None:
+        time = (
+            FAR_FUTURE_INT
+            if kind is int
+            else (FAR_FUTURE - _dt.datetime(1970, 1, 1)) // _dt.timedelta(microseconds=1)
+        )
+    columns[column] = [time]
     columns[SENTINEL] = [True]
     source.put(columns)
 
@@ -932,6 +946,10 @@ class Stage:
         self.tables: list[pa.Table] = []
         self.epochs: list[list[dict[str, Any]]] = []
         self.metrics: dict[str, int] = {}
+        self.counted: dict[str, int] = {}
+        """The observed metrics of the last epoch's micro-batches."""
+        self.latest: int | None = None
+        """The latest event time (in units) among the rows emitted, for a `WithWatermark`."""
         self.seen_batches: set[int] = set()
         self.query: Any = None
 
@@ -992,18 +1010,30 @@ class Stage:
         self.epochs.append(columns_to_rows(columns, schema))
         if self.output is not None:
             self.output.put(columns)
-        self.collect_metrics()
+        transform = self.target.transform
+        if isinstance(transform, WithWatermark):
+            # columns hold times in their units (datetimes as microseconds)
+            times = [v for v in columns[transform.column] if v is not None]
+            if times:
+                self.latest = max(times) if self.latest is None else max(self.latest, *times)
+        self.counted = self.collect_metrics()
 
-    def collect_metrics(self) -> None:
-        """Add up the observed metrics of the micro-batches not counted yet."""
+    def collect_metrics(self) -> dict[str, int]:
+        """Add up the observed metrics of the micro-batches not counted yet (and return them)."""
+        counted: dict[str, int] = {}
         for progress in self.query.recentProgress:
-            if progress["batchId"] in self.seen_batches:
+            # A trigger that found nothing to run reports the next batch's id with no
+            # observed metrics, before that batch reports its own: count only batches run.
+            observed = progress.get("observedMetrics")
+            if not observed or progress["batchId"] in self.seen_batches:
                 continue
             self.seen_batches.add(progress["batchId"])
-            for name, metric in (progress.get("observedMetrics") or {}).items():
+            for name, metric in observed.items():
                 for field, value in metric.asDict().items():
                     key = f"{name}.{field}"
                     self.metrics[key] = self.metrics.get(key, 0) + int(value)
+                    counted[key] = counted.get(key, 0) + int(value)
+        return counted
 
 
 class StreamingRun:
@@ -1038,9 +1068,9 @@ class StreamingRun:
         self.trigger = trigger
         self.live_run = live
         """Whether `ReadFiles(streaming=True)` is Spark's own file source (a run with sinks)."""
-        ancestors = _ancestors(nodes, target)
-        live_sources = [nodes[n].label for n in sorted(ancestors) if is_live(nodes[n], live)]
-        replayed = [nodes[n].label for n in sorted(ancestors) if is_replayed(nodes[n], live)]
+        upstream = ancestors(nodes, target)
+        live_sources = [nodes[n].label for n in sorted(upstream) if is_live(nodes[n], live)]
+        replayed = [nodes[n].label for n in sorted(upstream) if is_replayed(nodes[n], live)]
         self.live = bool(live_sources)
         self.keep = directory is not None and self.live
         """A replayed run always starts afresh: its checkpoint is temporary."""
@@ -1063,15 +1093,15 @@ class StreamingRun:
                 f"{replayed[0]} (replayed epoch by epoch) in one query; Spark cannot line their "
                 "epochs up: read both through Spark (ReadFiles(streaming=True), ReadFromSpark)"
             )
-        origins = [n for n in sorted(ancestors) if isinstance(nodes[n].transform, WithWatermark)]
-        staged = set(origins) if _origins_meet(nodes, ancestors) else set()
+        origins = [n for n in sorted(upstream) if isinstance(nodes[n].transform, WithWatermark)]
+        staged = set(origins) if _origins_meet(nodes, upstream) else set()
         if live_sources and staged:
             raise PipelineError(
                 f"{target.label}: watermarks of different WithWatermark transforms meet in a "
                 "Union or Join; the Spark runner runs such pipelines only over sources it "
                 "replays (TestStream, ReadFiles collected), not over live ones yet"
             )
-        needed = _ancestors(nodes, target, stop=staged)
+        needed = ancestors(nodes, target, stop=staged)
         final = StreamingTranslation(
             spark, nodes, os.path.join(self.directory, "final"), needed, staged, live
         )
@@ -1079,7 +1109,7 @@ class StreamingRun:
         for origin in sorted(staged):
             node = nodes[origin]
             directory = os.path.join(self.directory, f"stage-{origin}")
-            translation = StreamingTranslation(spark, nodes, directory, _ancestors(nodes, node))
+            translation = StreamingTranslation(spark, nodes, directory, ancestors(nodes, node))
             self.stages.append(Stage(translation, node, final.channel(f"staged-{origin}")))
         if self.live:
             # Back-to-back batches: judge late rows by the current batch's watermark.
@@ -1126,8 +1156,11 @@ class StreamingRun:
                 ),
                 default=0,
             )
+            idle = IdleInputs(self.stages[:-1], self.final.translation)
             for epoch in range(epochs + 1):
                 for stage in self.stages:
+                    if stage is self.final and epoch < epochs:
+                        idle.mark()
                     stage.feed(epoch, final=epoch == epochs)
                     stage.process()
         except BaseException:
@@ -1141,6 +1174,59 @@ class StreamingRun:
                 stage.query.stop()
         if not self.keep:
             shutil.rmtree(self.directory, ignore_errors=True)
+
+
+class IdleInputs:
+    """`WithWatermark(idle_after=n)` where watermarks meet: which stage queries' inputs are
+    idle, and the marker rows that leave them out of the final query's minimum.
+
+    As on the direct runner, an origin whose input brought no rows (counted by
+    its stage query) for `n` epochs in a row is idle until its next row. Each
+    epoch it is idle, its channel of the final query gets a marker row (the
+    end-of-input sentinel's kind, filtered out after the watermark) that lifts
+    its watermark to the minimum of the active origins' (computed from the
+    rows each stage emitted, as the model does). Spark's minimum is then the
+    model's; when the origin comes back, Spark's watermark stays where the
+    markers put it until the origin's own passes it, which is what the model's
+    merge emits (it never goes back), and its rows below it are the merge's
+    late rows. Under `policy="max"` an idle input changes nothing Spark
+    emits.
+    """
+
+    def __init__(self, stages: Sequence[Stage], final: StreamingTranslation) -> None:
+        self.final = final
+        self.stages = [s for s in stages if isinstance(s.target.transform, WithWatermark)]
+        self.empty = {stage.target.id: 0 for stage in self.stages}
+
+    def mark(self) -> None:
+        """After the stage queries ran an epoch: put the final query's marker rows."""
+        if self.final.settings.get(MAX_POLICY[0]) == MAX_POLICY[1]:
+            return
+        idle, active = [], []
+        for stage in self.stages:
+            transform = stage.target.transform
+            assert isinstance(transform, WithWatermark)
+            schema = stage.target.info.schema
+            after = transform.idle_epochs(stage.target.label)
+            node_id = stage.target.id
+            seen = stage.counted.get(f"in_{node_id}.rows", 0)
+            seen += stage.counted.get(f"in_{node_id}.invalid", 0)
+            self.empty[node_id] = 0 if seen else self.empty[node_id] + 1
+            mark = None
+            if stage.latest is not None:
+                mark = transform.watermark_function(schema)(stage.latest)
+            if after is not None and self.empty[node_id] >= after:
+                idle.append((stage, transform, schema))
+            else:
+                active.append(mark)
+        if not idle or not active or any(mark is None for mark in active):
+            return
+        lowest = min(mark for mark in active if mark is not None)
+        for stage, transform, schema in idle:
+            delay = transform.delay_units(schema, stage.target.label)
+            kind = schema.type_of(transform.column)
+            channel = self.final.sentinels[stage.target.id]
+            put_sentinel(channel, transform.column, kind, lowest + delay)
 
 
 STATEFUL = (WithWatermark, CombinePerKey, Sort, Session, Join)
@@ -1172,7 +1258,7 @@ def _origins_meet(nodes: Sequence[Node], ancestors: set[int]) -> bool:
     return meet
 
 
-def _ancestors(nodes: Sequence[Node], target: Node, stop: set[int] | None = None) -> set[int]:
+def ancestors(nodes: Sequence[Node], target: Node, stop: set[int] | None = None) -> set[int]:
     """`target` and the nodes it reads from, not going past the nodes in `stop`."""
     seen: set[int] = set()
     stack = [target.id]
