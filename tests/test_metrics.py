@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+import attrs
 import pytest
 
 import sparkbeam as sb
@@ -105,9 +106,31 @@ def test_metrics_with_parallel_units_and_fail_over_count_each_row_once() -> None
 
 
 @pytest.mark.spark
-def test_spark_streaming_refuses_metrics(spark_runner: Any) -> None:
-    p = sb.Pipeline(runner=spark_runner)
-    (p | sb.TestStream().add_epoch([{"t": 1}])).with_watermark("t", 0)
-    result = p.run()
-    with pytest.raises(sb.PipelineError, match=r"metrics.*not supported by the Spark runner yet"):
-        result.metrics()
+def test_metrics_of_spark_streaming_are_the_direct_runners(spark_runner: Any) -> None:
+    def run(runner: Any) -> dict[str, Any]:
+        p = sb.Pipeline(runner=runner)
+        events = p | "events" >> sb.TestStream().add_epoch(
+            [{"t": at(10), "k": "a"}, {"t": at(12), "k": "b"}]
+        ).add_epoch([{"t": at(3), "k": "a"}, {"t": None, "k": "b"}, {"t": at(15), "k": "a"}])
+        w = events | "wm" >> sb.WithWatermark("t", "2 minutes")
+        sums = w.tumble("t", "5 minutes") | "per window" >> sb.CombinePerKey(
+            ["window_start", "k"], n=sb.Count()
+        )
+        sums.for_each_batch(lambda rows, batch: None)
+        w | "sorted" >> sb.Sort("t")
+        w.late_rows()
+        result = p.run()
+        # state sizes: None on Spark (its state operators are not one per transform)
+        return {
+            label: attrs.evolve(m, state_size=None, peak_state_size=None)
+            for label, m in result.metrics().items()
+        }
+
+    direct, spark = run(sb.DirectRunner()), run(spark_runner)
+    assert spark == direct
+    wm = direct["wm"]
+    assert (wm.rows_in, wm.rows_out, wm.late_rows, wm.invalid_rows) == (5, 3, 1, 1)
+    assert (wm.watermarks, wm.watermark_lag) == ({"t": at(13)}, {"t": timedelta(minutes=2)})
+    assert (direct["per window"].rows_in, direct["per window"].rows_out) == (3, 3)
+    assert direct["per window"].watermarks == {"window_start": at(10)}
+    assert direct["sorted"].watermarks == {"t": at(13)}

@@ -15,11 +15,6 @@ How each can run (the plan for the streaming translation):
   (`lastProgress.eventTime.watermark`) and applies the direct runner's rule
   (`runners.direct.alignment`) to decide which sources' next epoch files to
   hold back. Live sources (Spark reads them itself): refused.
-- `metrics()`: rows in and out from an `observe()` per node, late and
-  invalid rows from the observed counts already kept, the watermark per
-  column from `eventTime.watermark` through each column's judge, the lag from
-  `eventTime.max`, state from `stateOperators[].numRowsTotal` (peak over the
-  batches).
 """
 
 from __future__ import annotations

@@ -21,9 +21,11 @@ from sparkbeam.arrow import from_arrow
 from sparkbeam.errors import DataError, PipelineError
 from sparkbeam.graph import Node
 from sparkbeam.metrics import TransformMetrics
+from sparkbeam.runners.spark.late_filter import mark as mark_of
 from sparkbeam.runners.spark.limits import refuse_streaming_limits
 from sparkbeam.runners.spark.python_functions import DATA_ERROR_MARK
 from sparkbeam.runners.spark.streaming import (
+    Judge,
     StreamingRun,
     StreamingTranslation,
     ancestors,
@@ -258,13 +260,16 @@ class SparkStreamingResult:
     def _run(self, pcoll: PCollection) -> StreamingRun:
         if pcoll.pipeline is not self.pipeline:
             raise PipelineError(f"{pcoll.node.label}: that PCollection is of another pipeline")
-        run = self.runs.get(pcoll.node.id)
+        return self._run_node(pcoll.node)
+
+    def _run_node(self, node: Node) -> StreamingRun:
+        run = self.runs.get(node.id)
         if run is None:
-            run = StreamingRun(self.spark, self.pipeline.nodes, pcoll.node)
+            run = StreamingRun(self.spark, self.pipeline.nodes, node)
             run.translate()
             with spark_errors():
                 run.execute()
-            self.runs[pcoll.node.id] = run
+            self.runs[node.id] = run
         return run
 
     def prepare(self, *pcolls: PCollection) -> None:
@@ -335,12 +340,100 @@ class SparkStreamingResult:
         return self._counts(pcoll).get(f"in_{pcoll.node.id}.invalid", 0)
 
     def metrics(self) -> dict[str, TransformMetrics]:
-        """Not yet on unbounded input: refused (the plan is in `runners.spark.limits`)."""
-        raise PipelineError(
-            "metrics() of an unbounded pipeline is not supported by the Spark runner yet; "
-            "use result.late_count(pc) and result.invalid_count(pc) for a WithWatermark, or "
-            "run the pipeline on the direct runner"
-        )
+        """Per transform (by label, in graph order): rows in and out, drops, watermarks, lag.
+
+        Read from the queries that ran (the sinks' and the collected
+        PCollections'; a live query's counts so far), from Spark's observed
+        metrics and `StreamingQueryProgress`: every query counts the rows each
+        of its transforms emits and the largest value of each watermarked
+        column. A transform no query ran yet is counted by running the
+        queries of the pipeline's last PCollections (each replays every
+        epoch). Watermarks are Spark's after the last epoch before the end of
+        input, moved back through each column's judge and derivation, as the
+        direct runner reports them; state sizes are None (Spark's state
+        operators do not map one to one onto transforms).
+        """
+        nodes = self.pipeline.nodes
+        found = self._observed()
+        missing = [n for n in nodes if f"n_{n.id}.rows" not in found[0]]
+        if missing:
+            consumed = {i for node in nodes for i in node.inputs}
+            leaves = [n for n in nodes if n.id not in consumed]
+            self._prepare_nodes(leaves)
+            found = self._observed()
+        counts, marks = found
+        out: dict[str, TransformMetrics] = {}
+        for node in nodes:
+            rows_out = counts.get(f"n_{node.id}.rows", 0)
+            rows_in = sum(counts.get(f"n_{i}.rows", 0) for i in node.inputs)
+            if isinstance(node.transform, DroppedRows):
+                rows_in = rows_out
+            invalid = counts.get(f"in_{node.id}.invalid", 0)
+            late = 0
+            if isinstance(node.transform, (WithWatermark, Union, Join)):
+                late = rows_in - rows_out - invalid
+            watermarks, lags = _streaming_watermarks(node, counts, marks.get(node.id))
+            out[node.label] = TransformMetrics(
+                rows_in=rows_in,
+                rows_out=rows_out,
+                late_rows=late,
+                invalid_rows=invalid,
+                watermarks=watermarks,
+                watermark_lag=lags,
+            )
+        return out
+
+    def _observed(self) -> tuple[dict[str, int], dict[int, tuple[int, dict[str, Judge]]]]:
+        """Each node's observed counts and Spark watermark, from the first query that ran it."""
+        counts: dict[str, int] = {}
+        marks: dict[int, tuple[int, dict[str, Judge]]] = {}
+        for run in [*self.sinks.values(), *self.runs.values()]:
+            metrics = run.metrics
+            watermarks = run.watermarks()
+            for node in self.pipeline.nodes:
+                if f"n_{node.id}.rows" in counts or f"n_{node.id}.rows" not in metrics:
+                    continue
+                mine = re.compile(rf"(n|in|out)_{node.id}(_\d)?\.\w+")
+                counts.update({k: v for k, v in metrics.items() if mine.fullmatch(k)})
+                if node.id in watermarks:
+                    marks[node.id] = watermarks[node.id]
+        return counts, marks
+
+    def _prepare_nodes(self, nodes: Sequence[Node]) -> None:
+        waiting = [node for node in nodes if node.id not in self.runs]
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(waiting))) as pool:
+            for future in [pool.submit(self._run_node, node) for node in waiting]:
+                future.result()
+
+
+def _streaming_watermarks(
+    node: Node, counts: Mapping[str, int], mark: tuple[int, dict[str, Judge]] | None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A node's watermark and lag per column from Spark's watermark `mark` (ms) and judges."""
+    if mark is None:
+        return {}, {}
+    watermark_ms, judges = mark
+    watermarks: dict[str, Any] = {}
+    lags: dict[str, Any] = {}
+    schema = node.info.schema
+    for i, column in enumerate(sorted(node.info.watermarked)):
+        judge = judges.get(column)
+        if judge is None:
+            continue
+        kind = schema.type_of(column)
+        late = judge.late(column)
+        spark = watermark_ms * 1000 if late.is_datetime else watermark_ms
+        value = mark_of(spark - late.shift, late.steps)
+        latest = counts.get(f"n_{node.id}.latest_{i}")
+        if kind is _dt.datetime:
+            watermarks[column] = from_micros(value)
+            if latest is not None:
+                lags[column] = (latest - value) * ONE_MICROSECOND
+        else:
+            watermarks[column] = value
+            if latest is not None:
+                lags[column] = latest - value
+    return watermarks, lags
 
 
 class SparkResult:

@@ -318,7 +318,10 @@ class StreamingTranslation(Translation):
             self.origins[node.id] = frozenset().union(
                 *(self.origins.get(i, frozenset()) for i in node.inputs)
             )
-            self.frames[node.id] = translate(self, node, inputs)
+            frame = translate(self, node, inputs)
+            if node.id not in self.staged:  # an earlier stage counts a staged node
+                frame = observed(node, frame)
+            self.frames[node.id] = frame
             if node.id not in self.judges:
                 self.judges[node.id] = derive_judges(self, node)
 
@@ -547,7 +550,7 @@ def derive_judges(run: StreamingTranslation, node: Node) -> dict[str, Judge]:
         return {}
     judges = run.input_judges(node)
     schema = run.nodes[node.inputs[0]].info.schema
-    if isinstance(transform, Filter):
+    if isinstance(transform, (Filter, WriteFiles, ForEachBatch)):
         return dict(judges)
     if isinstance(transform, Map):
         return {c: j for c, j in judges.items() if c in transform.keeps}
@@ -951,6 +954,8 @@ class Stage:
         self.latest: int | None = None
         """The latest event time (in units) among the rows emitted, for a `WithWatermark`."""
         self.seen_batches: set[int] = set()
+        self.watermark_ms: int | None = None
+        """Spark's watermark after the last epoch before the end of input (`record_watermark`)."""
         self.query: Any = None
 
     def start(self, checkpoint: str, trigger: str | None = None) -> None:
@@ -1031,9 +1036,23 @@ class Stage:
             for name, metric in observed.items():
                 for field, value in metric.asDict().items():
                     key = f"{name}.{field}"
+                    if field.startswith(LATEST):  # the largest value so far (None: no rows)
+                        if value is not None:
+                            before = self.metrics.get(key)
+                            self.metrics[key] = value if before is None else max(before, value)
+                        continue
                     self.metrics[key] = self.metrics.get(key, 0) + int(value)
                     counted[key] = counted.get(key, 0) + int(value)
         return counted
+
+    def record_watermark(self) -> None:
+        """Keep Spark's watermark after the epoch just run (milliseconds of Spark time)."""
+        progress = self.query.lastProgress or {}
+        text = (progress.get("eventTime") or {}).get("watermark")
+        if text:
+            moment = _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+            epoch = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
+            self.watermark_ms = (moment - epoch) // _dt.timedelta(milliseconds=1)
 
 
 class StreamingRun:
@@ -1135,6 +1154,20 @@ class StreamingRun:
                 merged[key] = merged.get(key, 0) + value
         return merged
 
+    def watermarks(self) -> dict[int, tuple[int, dict[str, Judge]]]:
+        """For each node a stage query counts: Spark's watermark there (after the last epoch
+        before the end of input; a live query's now) and its columns' judges."""
+        out: dict[int, tuple[int, dict[str, Judge]]] = {}
+        for stage in self.stages:
+            if self.live:
+                stage.record_watermark()
+            if not stage.watermark_ms:  # none yet (Spark's starts at 0)
+                continue
+            translation = stage.translation
+            for node_id in translation.selected - translation.staged:
+                out[node_id] = (stage.watermark_ms, translation.judges.get(node_id, {}))
+        return out
+
     def translate(self) -> None:
         for stage in self.stages:
             stage.translation.run()
@@ -1163,6 +1196,8 @@ class StreamingRun:
                         idle.mark()
                     stage.feed(epoch, final=epoch == epochs)
                     stage.process()
+                    if epoch < epochs:
+                        stage.record_watermark()
         except BaseException:
             self.stop()
             raise
@@ -1227,6 +1262,21 @@ class IdleInputs:
             kind = schema.type_of(transform.column)
             channel = self.final.sentinels[stage.target.id]
             put_sentinel(channel, transform.column, kind, lowest + delay)
+
+
+LATEST = "latest"
+"""Observed fields named so hold the largest value over micro-batches, not the sum."""
+
+
+def observed(node: Node, frame: DataFrame) -> DataFrame:
+    """`frame` counting its rows (`n_<id>.rows`) and the largest value of each watermarked
+    column (`n_<id>.latest_<i>`, in the column's units, `i` in sorted column order)."""
+    schema = node.info.schema
+    fields = [F.count(F.lit(1)).alias("rows")]
+    for i, column in enumerate(sorted(node.info.watermarked)):
+        value = units(F.col(column), schema.type_of(column))
+        fields.append(F.max(value).alias(f"{LATEST}_{i}"))
+    return frame.observe(f"n_{node.id}", *fields)
 
 
 STATEFUL = (WithWatermark, CombinePerKey, Sort, Session, Join)
