@@ -421,8 +421,40 @@ def test_spark_streaming_refuses_idle_after_as_processing_time(spark_runner: Any
 
 
 @pytest.mark.spark
-def test_spark_streaming_refuses_max_drift(spark_runner: Any) -> None:
+def test_max_drift_on_spark_streaming_is_the_direct_runners(spark_runner: Any) -> None:
+    def run(runner: Any) -> list[Any]:
+        p = sb.Pipeline(runner=runner)
+        fast = p | "fast" >> stream(*[[{"t": 100 * i + j} for j in range(3)] for i in range(3)])
+        slow = p | "slow" >> stream(*[[{"t": 40 * i}] for i in range(6)])
+        f = fast.with_watermark("t", 0, max_drift=50)
+        merged = f.union(slow.with_watermark("t", 0))
+        outputs = [f, merged]
+        result = p.run()
+        if isinstance(runner, sb.SparkRunner):
+            result.prepare(*outputs)
+        return [by_epoch(result, pcoll) for pcoll in outputs]
+
+    direct, spark = run(sb.DirectRunner()), run(spark_runner)
+    assert spark == direct
+    fast_epochs = [len(rows) for rows in direct[0]]
+    # after epoch 1 (fast's watermark 102 against slow's 40) the fast source waits
+    assert fast_epochs[:3] == [3, 3, 0]
+    assert sum(1 for n in fast_epochs if n) == 3
+
+
+@pytest.mark.spark
+def test_spark_streaming_refuses_max_drift_over_a_live_source(
+    spark_runner: Any, tmp_path: Any
+) -> None:
     p = sb.Pipeline(runner=spark_runner)
-    (p | stream([{"t": 1}])).with_watermark("t", 0, max_drift=5)
-    with pytest.raises(sb.PipelineError, match=r"max_drift=5 on unbounded input is not supported"):
+    sources = []
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "0.json").write_text('{"t": 1}\n')
+        source = sb.ReadFiles(str(tmp_path / name), "json", schema={"t": int}, streaming=True)
+        sources.append(p | name >> source)
+    a = sources[0].with_watermark("t", 0, max_drift=5)
+    a.union(sources[1].with_watermark("t", 0))
+    a.for_each_batch(lambda rows, batch: None)
+    with pytest.raises(sb.PipelineError, match=r"max_drift holds back .* read by Spark itself"):
         p.run()

@@ -26,7 +26,7 @@ epoch `i` then holds a held source's epoch `j < i`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from sparkbeam.errors import PipelineError
 from sparkbeam.graph import Node
@@ -38,23 +38,20 @@ from sparkbeam.transforms.union import Union
 from sparkbeam.transforms.watermark import WithWatermark
 
 
-class Alignment:
-    """Which sources to hold back after each epoch, from the filters' watermarks."""
+class AlignmentGraph:
+    """Who holds back whom: each `max_drift` origin's peers and every `WithWatermark`'s
+    sources; `held` applies the rule to watermarks a runner supplies (both runners)."""
 
     def __init__(
-        self,
-        filters: dict[int, WatermarkFilter],
-        drift: dict[int, int],
-        peers: dict[int, set[int]],
-        sources_of: dict[int, set[int]],
+        self, drift: dict[int, int], peers: dict[int, set[int]], sources_of: dict[int, set[int]]
     ) -> None:
-        self.filters = filters
         self.drift = drift
         self.peers = peers
         self.sources_of = sources_of
+        """For each `WithWatermark` node, the sources that feed it."""
 
     @classmethod
-    def of(cls, nodes: Sequence[Node], operators: Sequence[Operator]) -> Alignment | None:
+    def of(cls, nodes: Sequence[Node]) -> AlignmentGraph | None:
         """The alignment of a pipeline, or None when no `WithWatermark` has `max_drift`.
 
         Raises `PipelineError` when peers' time columns have different types.
@@ -89,40 +86,68 @@ class Alignment:
                         peers[origin] |= others - {origin}
         for origin, group in peers.items():
             _same_types(nodes, origin, group)
-        filters: dict[int, WatermarkFilter] = {}
-        for node in nodes:
-            operator = operators[node.id]
-            if isinstance(operator, WatermarkFilter):
-                filters[node.id] = operator
-        return cls(filters, drift, peers, {f: sources_of[f] for f in filters})
+        filters = [node.id for node in nodes if isinstance(node.transform, WithWatermark)]
+        return cls(drift, peers, {f: sources_of[f] for f in filters})
 
-    def held(self, running: set[int]) -> set[int]:
-        """The sources to hold back in the next epoch, of the `running` ones (with epochs left)."""
+    def held(
+        self,
+        running: set[int],
+        watermark: Callable[[int], int | None],
+        idle: Callable[[int], bool],
+    ) -> set[int]:
+        """The sources to hold back in the next epoch, of the `running` ones (with epochs left),
+        given each `WithWatermark`'s current `watermark` (None: none yet) and `idle` status."""
         hold: set[int] = set()
         for origin, drift in self.drift.items():
-            wm = self.filters[origin].wm
+            wm = watermark(origin)
             if wm is None:
                 continue
             slowest = None
             unknown = False
             for peer in self.peers[origin]:
-                other = self.filters[peer]
-                if other.idle or not self.sources_of[peer] & running:
+                if idle(peer) or not self.sources_of[peer] & running:
                     continue
-                if other.wm is None:
+                other = watermark(peer)
+                if other is None:
                     unknown = True
                     break
-                slowest = other.wm if slowest is None else min(slowest, other.wm)
+                slowest = other if slowest is None else min(slowest, other)
             if unknown or (slowest is not None and wm - slowest > drift):
                 hold |= self.sources_of[origin] & running
         if hold and running <= hold:
             return set()
         return hold
 
+
+class Alignment:
+    """Which sources to hold back after each epoch, from the filters' watermarks."""
+
+    def __init__(self, graph: AlignmentGraph, filters: dict[int, WatermarkFilter]) -> None:
+        self.graph = graph
+        self.filters = filters
+
+    @classmethod
+    def of(cls, nodes: Sequence[Node], operators: Sequence[Operator]) -> Alignment | None:
+        """The alignment of a pipeline, or None when no `WithWatermark` has `max_drift`."""
+        graph = AlignmentGraph.of(nodes)
+        if graph is None:
+            return None
+        filters = {
+            node_id: operator
+            for node_id, operator in enumerate(operators)
+            if isinstance(operator, WatermarkFilter)
+        }
+        return cls(graph, filters)
+
+    def held(self, running: set[int]) -> set[int]:
+        """The sources to hold back in the next epoch, of the `running` ones (with epochs left)."""
+        filters = self.filters
+        return self.graph.held(running, lambda f: filters[f].wm, lambda f: filters[f].idle)
+
     def pause(self, held: set[int]) -> None:
         """Tell each filter whether its sources were held this epoch (for `idle_after`)."""
         for node_id, operator in self.filters.items():
-            operator.paused = bool(held & self.sources_of[node_id])
+            operator.paused = bool(held & self.graph.sources_of[node_id])
 
 
 def _same_types(nodes: Sequence[Node], origin: int, peers: set[int]) -> None:

@@ -1,20 +1,17 @@
 """What the Spark runner refuses on unbounded input, for now, before any query runs.
 
 Structured Streaming runs the model's late-row filter, windows, joins and
-sorts, late and invalid rows as data, `policy="max"` and `idle_after` in
-epochs (`streaming`); these features of the model have no streaming form yet.
+sorts, late and invalid rows as data, `policy="max"`, `idle_after` in
+epochs and `max_drift` over replayed sources (`streaming`); these features of
+the model have no streaming form.
 Each is refused with a `PipelineError` naming the transform and what to do;
 bounded pipelines run as batch jobs, where all of them work (`translate`).
-How each can run (the plan for the streaming translation):
+Why:
 
 - `idle_after` as processing time (a duration): Spark has no idle inputs; the
   runner applies `idle_after` in epochs to the sources it replays
   (`streaming.IdleInputs`); a live query's watermarks never meet another's
   (refused in `streaming.StreamingRun`), so idleness changes nothing there.
-- `max_drift`: after each epoch the runner reads each stage query's watermark
-  (`lastProgress.eventTime.watermark`) and applies the direct runner's rule
-  (`runners.direct.alignment`) to decide which sources' next epoch files to
-  hold back. Live sources (Spark reads them itself): refused.
 """
 
 from __future__ import annotations
@@ -41,10 +38,4 @@ def refuse_streaming_limits(nodes: Sequence[Node]) -> None:
                 "maximum) of all its inputs', with no notion of an idle input. Give a number of "
                 "epochs (idle_after=3), which the Spark runner applies to the sources it replays "
                 "(TestStream, Create, ReadFiles collected)"
-            )
-        if transform.max_drift is not None:
-            raise PipelineError(
-                f"{node.label}: max_drift={transform.max_drift!r} on unbounded input is not "
-                "supported by the Spark runner yet (Spark has no watermark alignment); drop "
-                f"max_drift, or {ADVICE}"
             )

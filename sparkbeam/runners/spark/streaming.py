@@ -53,6 +53,7 @@ from pyspark.sql import functions as F
 from sparkbeam.arrow import from_arrow, to_arrow
 from sparkbeam.errors import PipelineError
 from sparkbeam.graph import Node
+from sparkbeam.runners.direct.alignment import AlignmentGraph
 from sparkbeam.runners.direct.files import read_file
 from sparkbeam.runners.spark.arrow import spark_schema
 from sparkbeam.runners.spark.late_filter import (
@@ -988,13 +989,15 @@ class Stage:
                     else:
                         conf.set(key, old)
 
-    def feed(self, epoch: int, final: bool) -> None:
+    def feed(self, reads: dict[int, int] | None) -> None:
+        """Write the next epoch's file: source `s`'s epoch `reads[s]` (a source not in `reads`
+        brings no rows), or with `reads=None` the end of input."""
         translation = self.translation
-        if not final:
+        if reads is not None:
             for node_id, source in translation.sources.items():
-                epochs = translation.epochs_of(node_id)
-                if epoch < len(epochs):
-                    source.put_rows(epochs[epoch], translation.nodes[node_id].label)
+                if node_id in reads:
+                    rows = translation.epochs_of(node_id)[reads[node_id]]
+                    source.put_rows(rows, translation.nodes[node_id].label)
         else:
             for node_id, sentinel in translation.sentinels.items():
                 node = translation.nodes[node_id]
@@ -1137,8 +1140,54 @@ class StreamingRun:
                 final.settings[ONE_WATERMARK[0]] = ONE_WATERMARK[1]
             else:
                 final.late_filter = "current"
+        self.alignment = AlignmentGraph.of(nodes)
+        """Watermark alignment (`max_drift`): which sources to hold back after each epoch."""
+        if self.alignment is not None:
+            self._shadow_stages(spark, nodes, live_sources, staged | needed)
         self.final = Stage(final, target, sink=sink)
         self.stages.append(self.final)
+
+    def _shadow_stages(
+        self, spark: SparkSession, nodes: Sequence[Node], live: list[str], observed: set[int]
+    ) -> None:
+        """A stage query for each `WithWatermark` of the alignment this run's queries do not
+        hold: its watermark decides which sources are held back, as on the direct runner."""
+        assert self.alignment is not None
+        drifting = [nodes[o] for o in sorted(self.alignment.drift)]
+        if live:
+            raise PipelineError(
+                f"{drifting[0].label}: max_drift holds back a source's epochs, which the Spark "
+                f"runner can do only for sources it replays (TestStream, Create, ReadFiles "
+                f"collected); {live[0]} is read by Spark itself. Drop max_drift, or run the "
+                "pipeline on the direct runner"
+            )
+        idle = [
+            n for n in nodes if isinstance(n.transform, WithWatermark) and n.transform.idle_after
+        ]
+        if idle:
+            raise PipelineError(
+                f"{drifting[0].label}: max_drift together with idle_after ({idle[0].label}) is "
+                "not supported by the Spark runner yet; use one of them, or run the pipeline "
+                "on the direct runner"
+            )
+        group = set(self.alignment.drift).union(*self.alignment.peers.values())
+        for origin in sorted(group - observed):
+            node = nodes[origin]
+            directory = os.path.join(self.directory, f"shadow-{origin}")
+            translation = StreamingTranslation(spark, nodes, directory, ancestors(nodes, node))
+            self.stages.append(Stage(translation, node))
+
+    def _watermark(self, origin: int) -> int | None:
+        """The model's watermark of `origin` (a `WithWatermark`) after the epochs run so far."""
+        node = self.final.translation.nodes[origin]
+        transform = node.transform
+        assert isinstance(transform, WithWatermark)
+        index = sorted(node.info.watermarked).index(transform.column)
+        for stage in self.stages:
+            latest = stage.metrics.get(f"n_{origin}.{LATEST}_{index}")
+            if latest is not None:
+                return transform.watermark_function(node.info.schema)(latest)
+        return None
 
     @property
     def epochs(self) -> list[list[dict[str, Any]]]:
@@ -1180,24 +1229,28 @@ class StreamingRun:
             if self.live:
                 return
             # As many epochs as the pipeline's longest source, as on the direct runner, also
-            # where that source is not one of this query's.
-            epochs = max(
-                (
-                    epoch_count(node)
-                    for node in self.final.translation.nodes
-                    if is_replayed(node, self.live_run)
-                ),
-                default=0,
-            )
+            # where that source is not one of this query's; more where sources are held back.
+            nodes = self.final.translation.nodes
+            counts = {n.id: epoch_count(n) for n in nodes if is_replayed(n, self.live_run)}
+            read = dict.fromkeys(counts, 0)
+            held: set[int] = set()
             idle = IdleInputs(self.stages[:-1], self.final.translation)
-            for epoch in range(epochs + 1):
+            while any(read[s] < counts[s] for s in counts):
+                reads = {s: read[s] for s in counts if s not in held and read[s] < counts[s]}
                 for stage in self.stages:
-                    if stage is self.final and epoch < epochs:
+                    if stage is self.final:
                         idle.mark()
-                    stage.feed(epoch, final=epoch == epochs)
+                    stage.feed(reads)
                     stage.process()
-                    if epoch < epochs:
-                        stage.record_watermark()
+                    stage.record_watermark()
+                for source in reads:
+                    read[source] += 1
+                if self.alignment is not None:
+                    running = {s for s in counts if read[s] < counts[s]}
+                    held = self.alignment.held(running, self._watermark, lambda origin: False)
+            for stage in self.stages:
+                stage.feed(None)
+                stage.process()
         except BaseException:
             self.stop()
             raise
