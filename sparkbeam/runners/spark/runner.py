@@ -192,6 +192,12 @@ def _slug(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("_") or "sink"
 
 
+SIDE_BY_SIDE = 3
+"""How many queries `prepare` runs at once: each spends most of a micro-batch waiting on
+Spark's scheduling, but each also starts Python workers (functions, `transformWithState`),
+and too many starting at once on a small machine miss Spark's connect-back timeout."""
+
+
 class SparkStreamingResult:
     """The results of an unbounded pipeline: each PCollection's query runs when first asked for.
 
@@ -278,14 +284,10 @@ class SparkStreamingResult:
         Each query spends most of a micro-batch waiting on Spark's scheduling,
         so several at once take little longer than one.
         """
-        waiting = [pc for pc in dict.fromkeys(pcolls) if pc.node.id not in self.runs]
-        if len(waiting) < 2:
-            for pcoll in waiting:
-                self._run(pcoll)
-            return
-        with concurrent.futures.ThreadPoolExecutor(max_workers=len(waiting)) as pool:
-            for future in [pool.submit(self._run, pcoll) for pcoll in waiting]:
-                future.result()
+        for pcoll in pcolls:
+            if pcoll.pipeline is not self.pipeline:
+                raise PipelineError(f"{pcoll.node.label}: that PCollection is of another pipeline")
+        self._prepare_nodes(list({pcoll.node.id: pcoll.node for pcoll in pcolls}.values()))
 
     def collect(self, pcoll: PCollection) -> list[Row]:
         return [row for epoch in self.collect_by_epoch(pcoll) for row in epoch]
@@ -400,8 +402,13 @@ class SparkStreamingResult:
         return counts, marks
 
     def _prepare_nodes(self, nodes: Sequence[Node]) -> None:
+        """Run the queries of `nodes`, `SIDE_BY_SIDE` at a time."""
         waiting = [node for node in nodes if node.id not in self.runs]
-        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(waiting))) as pool:
+        if len(waiting) == 1:
+            self._run_node(waiting[0])
+            return
+        workers = max(1, min(len(waiting), SIDE_BY_SIDE))
+        with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
             for future in [pool.submit(self._run_node, node) for node in waiting]:
                 future.result()
 
