@@ -24,7 +24,10 @@ settings.register_profile("dev", max_examples=100, deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 SPARK_CONF = {
-    "spark.master": "local[2]",
+    # Two cores; a failed task is tried up to three times, as on a cluster (local mode's
+    # default is once): a Python worker that does not connect back within Spark's fixed
+    # 10 seconds on a loaded machine then fails the task, not the query.
+    "spark.master": "local[2,3]",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "2",

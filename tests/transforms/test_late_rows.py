@@ -209,7 +209,7 @@ def test_late_and_invalid_rows_on_spark_streaming_are_the_direct_runners(
         result = p.run()
         outputs = [late, invalid, back]
         if isinstance(runner, sb.SparkRunner):
-            result.prepare(*outputs)
+            result.prepare(*outputs, w)  # w's own query counts its late and invalid rows
         return {
             "epochs": [by_epoch(result, pc) for pc in outputs],
             "written": sorted(row["k"] for row in written),
