@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from sparkbeam.derivation import NO_WATERMARKS, WatermarkRule
 from sparkbeam.errors import PipelineError
 from sparkbeam.schema import Schema
 
@@ -39,6 +40,8 @@ class Node:
     transform: PrimitiveTransform
     inputs: tuple[int, ...]
     info: EdgeInfo
+    rule: WatermarkRule = NO_WATERMARKS
+    """How the output watermarks follow from the inputs' (`transform.watermark_rule`)."""
 
 
 class PTransform:
@@ -82,8 +85,19 @@ class PrimitiveTransform(PTransform):
         return None
 
     def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
-        """Validate the inputs and describe the output; raise `PipelineError` naming `label`."""
+        """Validate the inputs and describe the output; raise `PipelineError` naming `label`.
+
+        The output's `watermarked` columns are not set here: they follow from
+        `watermark_rule`.
+        """
         raise NotImplementedError
+
+    def watermark_rule(self, inputs: Sequence[EdgeInfo], label: str) -> WatermarkRule:
+        """The transform's watermark-derivation rule over these inputs (`sparkbeam.derivation`).
+
+        The default, no output watermark, fits sources and side outputs.
+        """
+        return NO_WATERMARKS
 
     def expand(self, *inputs: PCollection) -> PCollection:
         raise PipelineError(f"{self.default_label()} is applied by the pipeline, not expanded")

@@ -16,6 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Protocol
 
+import attrs
+
 from sparkbeam.errors import PipelineError
 from sparkbeam.graph import EdgeInfo, Labelled, Node, PrimitiveTransform, PTransform
 from sparkbeam.messages import Watermark
@@ -125,9 +127,12 @@ class Pipeline:
                     f"{full_label}: every input must be a PCollection of this pipeline, "
                     f"got {pcoll!r}"
                 )
-        info = transform.infer([pcoll.info for pcoll in all_inputs], full_label)
+        infos = [pcoll.info for pcoll in all_inputs]
+        info = transform.infer(infos, full_label)
+        rule = transform.watermark_rule(infos, full_label)
+        info = attrs.evolve(info, watermarked=rule.outputs([i.watermarked for i in infos]))
         node = Node(
-            len(self.nodes), full_label, transform, tuple(p.node.id for p in all_inputs), info
+            len(self.nodes), full_label, transform, tuple(p.node.id for p in all_inputs), info, rule
         )
         self.nodes.append(node)
         pcoll = PCollection(self, node)

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import sparkbeam as sb
+from sparkbeam.derivation import WatermarkRule, passing
 from sparkbeam.graph import EdgeInfo, Node, PrimitiveTransform
 from sparkbeam.runners.direct import runner as direct_runner
 from sparkbeam.runners.direct.operator import Message, Operator
@@ -125,6 +126,9 @@ class Stamp(PrimitiveTransform):
 
     def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
         return inputs[0]
+
+    def watermark_rule(self, inputs: Sequence[EdgeInfo], label: str) -> WatermarkRule:
+        return WatermarkRule(passing(inputs[0].schema.names))
 
 
 class StampOperator(Operator):

@@ -20,6 +20,7 @@ from typing import Any
 
 import attrs
 
+from sparkbeam.derivation import WatermarkRule, passing
 from sparkbeam.errors import PipelineError
 from sparkbeam.graph import EdgeInfo, PrimitiveTransform
 from sparkbeam.schema import Schema, type_name
@@ -183,7 +184,7 @@ class CombinePerKey(PrimitiveTransform):
             (name, _aggregate_type(name, aggregate, schema, label))
             for name, aggregate in self.aggregates
         ]
-        watermarked = source.watermarked & frozenset(self.keys)
+        watermarked = self.watermark_rule(inputs, label).outputs([source.watermarked])
         if not source.bounded and not watermarked:
             raise PipelineError(
                 f"{label}: on unbounded input a group is emitted when the watermark of a key "
@@ -191,7 +192,8 @@ class CombinePerKey(PrimitiveTransform):
                 "key on a window column (window_start/window_end) or on a column with "
                 ".with_watermark(...)"
             )
-        return EdgeInfo(Schema(tuple(fields)), source.bounded, watermarked)
+        return EdgeInfo(Schema(tuple(fields)), source.bounded)
 
-    def derive(self, column: str, value: int) -> list[tuple[str, int]]:
-        return [(column, value)] if column in self.keys else []
+    def watermark_rule(self, inputs: Sequence[EdgeInfo], label: str) -> WatermarkRule:
+        """The key columns' watermarks pass (after the groups they released); others drop."""
+        return WatermarkRule(passing(self.keys))

@@ -25,6 +25,7 @@ from typing import Any
 
 import attrs
 
+from sparkbeam.derivation import WatermarkRule, passing
 from sparkbeam.errors import PipelineError
 from sparkbeam.graph import EdgeInfo, PrimitiveTransform
 from sparkbeam.schema import Row, Schema
@@ -104,3 +105,7 @@ class ForEachBatch(PrimitiveTransform):
 
     def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
         return single_input(inputs, label)
+
+    def watermark_rule(self, inputs: Sequence[EdgeInfo], label: str) -> WatermarkRule:
+        """Rows pass on unchanged, and so do their watermarks."""
+        return WatermarkRule(passing(inputs[0].schema.names))

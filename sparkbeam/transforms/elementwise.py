@@ -1,6 +1,6 @@
 """Row-wise transforms: `Map`, `Filter` and `Select`, and the expressions `Select` takes.
 
-Watermark rules:
+Watermark rules (each transform's `watermark_rule`):
 - `Filter` keeps every watermark (removing rows never breaks a promise).
 - `Select` keeps the watermark of a column it passes through (also under a new
   name) and derives one through an order-keeping expression: `col + d`
@@ -19,10 +19,11 @@ from typing import Any
 
 import attrs
 
+from sparkbeam.derivation import Add, Derived, Floor, Step, WatermarkRule, passing
 from sparkbeam.errors import PipelineError
 from sparkbeam.graph import EdgeInfo, PrimitiveTransform
 from sparkbeam.schema import Row, Schema, type_name
-from sparkbeam.time import Duration, floor_to
+from sparkbeam.time import Duration
 from sparkbeam.transforms.validation import duration_for, signed_duration_for, single_input
 
 
@@ -31,16 +32,15 @@ class BoundExpr:
     """An expression checked against a schema: its type, how to compute it, how it maps watermarks.
 
     `source` is the column whose watermark derives this one (`None`: no
-    watermark), and `derive` maps that watermark's value to this column's.
-    `steps` describes the computation for runners that compile it: the source
-    column, then `("shift", units)` and `("truncate", units)` in order.
+    watermark); `steps` are the order-keeping steps from that column to this
+    one (a shift is `Add`, a truncation `Floor`), which runners also use to
+    compute the value.
     """
 
     output_type: type
     evaluate: Callable[[Mapping[str, list[Any]]], list[Any]]
     source: str | None
-    derive: Callable[[int], int]
-    steps: tuple[tuple[str, int], ...] = ()
+    steps: tuple[Step, ...] = ()
 
 
 class Expr:
@@ -60,10 +60,6 @@ class Expr:
         return Truncate(self, unit)
 
 
-def _identity(value: int) -> int:
-    return value
-
-
 @attrs.frozen
 class Col(Expr):
     """A column, unchanged."""
@@ -73,7 +69,7 @@ class Col(Expr):
     def bind(self, schema: Schema, label: str) -> BoundExpr:
         schema.require(self.name, label)
         name = self.name
-        return BoundExpr(schema.type_of(name), lambda columns: columns[name], name, _identity)
+        return BoundExpr(schema.type_of(name), lambda columns: columns[name], name)
 
 
 def _delta_units(base: BoundExpr, delta: object, what: str, label: str) -> int:
@@ -102,11 +98,7 @@ class Shift(Expr):
         def shifted(columns: Mapping[str, list[Any]]) -> list[Any]:
             return [None if v is None else v + delta for v in evaluate(columns)]
 
-        def derive(value: int) -> int:
-            return base.derive(value) + delta
-
-        steps = (*base.steps, ("shift", delta))
-        return BoundExpr(base.output_type, shifted, base.source, derive, steps)
+        return BoundExpr(base.output_type, shifted, base.source, (*base.steps, Add(delta)))
 
 
 @attrs.frozen(eq=False)
@@ -136,11 +128,7 @@ class Truncate(Expr):
         def truncated(columns: Mapping[str, list[Any]]) -> list[Any]:
             return [None if v is None else v - v % unit for v in evaluate(columns)]
 
-        def derive(value: int) -> int:
-            return floor_to(base.derive(value), unit)
-
-        steps = (*base.steps, ("truncate", unit))
-        return BoundExpr(base.output_type, truncated, base.source, derive, steps)
+        return BoundExpr(base.output_type, truncated, base.source, (*base.steps, Floor(unit)))
 
 
 def col(name: str) -> Col:
@@ -188,17 +176,22 @@ class Select(PrimitiveTransform):
     def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
         source = single_input(inputs, label)
         bound = self.bind(source.schema, label)
-        watermarked = frozenset(name for name, expr in bound if expr.source in source.watermarked)
         schema = Schema(tuple((name, expr.output_type) for name, expr in bound))
-        return EdgeInfo(schema, source.bounded, watermarked)
+        return EdgeInfo(schema, source.bounded)
 
     def bind(self, schema: Schema, label: str = "Select") -> list[tuple[str, BoundExpr]]:
         return [(name, expr.bind(schema, label)) for name, expr in self.outputs]
 
-    def derive(
-        self, bound: Sequence[tuple[str, BoundExpr]], column: str, value: int
-    ) -> list[tuple[str, int]]:
-        return [(name, expr.derive(value)) for name, expr in bound if expr.source == column]
+    def watermark_rule(self, inputs: Sequence[EdgeInfo], label: str) -> WatermarkRule:
+        """Each output whose expression keeps order gets its source's watermark through the
+        expression's steps."""
+        return WatermarkRule(
+            tuple(
+                Derived(name, expr.source, expr.steps)
+                for name, expr in self.bind(inputs[0].schema, label)
+                if expr.source is not None
+            )
+        )
 
 
 @attrs.frozen(eq=False, init=False)
@@ -239,10 +232,11 @@ class Map(PrimitiveTransform):
                 raise PipelineError(
                     f"{label}: keeps={name!r} but the column changes type in the output schema"
                 )
-        return EdgeInfo(schema, source.bounded, source.watermarked & frozenset(self.keeps))
+        return EdgeInfo(schema, source.bounded)
 
-    def derive(self, column: str, value: int) -> list[tuple[str, int]]:
-        return [(column, value)] if column in self.keeps else []
+    def watermark_rule(self, inputs: Sequence[EdgeInfo], label: str) -> WatermarkRule:
+        """The columns in `keeps` keep their watermarks; all others are dropped."""
+        return WatermarkRule(passing(self.keeps))
 
 
 @attrs.frozen(eq=False, init=False)
@@ -261,3 +255,6 @@ class Filter(PrimitiveTransform):
 
     def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
         return single_input(inputs, label)
+
+    def watermark_rule(self, inputs: Sequence[EdgeInfo], label: str) -> WatermarkRule:
+        return WatermarkRule(passing(inputs[0].schema.names))

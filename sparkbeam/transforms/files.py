@@ -25,6 +25,7 @@ from typing import Any
 
 import attrs
 
+from sparkbeam.derivation import WatermarkRule, passing
 from sparkbeam.errors import PipelineError
 from sparkbeam.graph import EdgeInfo, PrimitiveTransform
 from sparkbeam.schema import Schema, type_name
@@ -224,3 +225,7 @@ class WriteFiles(PrimitiveTransform):
                 "give them a concrete type with Map(schema=...)"
             )
         return source
+
+    def watermark_rule(self, inputs: Sequence[EdgeInfo], label: str) -> WatermarkRule:
+        """Rows pass on unchanged, and so do their watermarks."""
+        return WatermarkRule(passing(inputs[0].schema.names))

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from sparkbeam.derivation import WatermarkRule, passing
 from sparkbeam.errors import PipelineError
 from sparkbeam.graph import EdgeInfo, PrimitiveTransform
 from sparkbeam.schema import Schema, type_name
@@ -136,7 +137,7 @@ class Join(PrimitiveTransform):
             )
             if not interval_ok:
                 raise PipelineError(self._unbounded_message(left, right, label))
-        return EdgeInfo(schema, left.bounded and right.bounded, frozenset(window_keys))
+        return EdgeInfo(schema, left.bounded and right.bounded)
 
     def window_keys(self, left: EdgeInfo, right: EdgeInfo) -> tuple[str, ...]:
         """The `on` columns watermarked on both sides: they clean state."""
@@ -197,5 +198,7 @@ class Join(PrimitiveTransform):
             "upper) and a watermark on both time columns"
         )
 
-    def derive(self, column: str, value: int) -> list[tuple[str, int]]:
-        return [(column, value)] if column in self.on else []
+    def watermark_rule(self, inputs: Sequence[EdgeInfo], label: str) -> WatermarkRule:
+        """The `on` columns watermarked on both sides: the minimum (`policy="max"`: the
+        maximum) of both; every other watermark is dropped."""
+        return WatermarkRule(passing(self.on))

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import attrs
 
+from sparkbeam.derivation import WatermarkRule, passing
 from sparkbeam.errors import PipelineError
 from sparkbeam.graph import EdgeInfo, PrimitiveTransform
 from sparkbeam.transforms.validation import require_time_column, single_input
@@ -43,10 +44,11 @@ class Sort(PrimitiveTransform):
                 f"{self.column!r} to release rows; apply .with_watermark({self.column!r}, "
                 "delay=...) before the Sort"
             )
-        return attrs.evolve(source, watermarked=source.watermarked & {self.column})
+        return source
 
     def output_order(self) -> tuple[str, tuple[str, ...]] | None:
         return self.column, self.keys
 
-    def derive(self, column: str, value: int) -> list[tuple[str, int]]:
-        return [(column, value)] if column == self.column else []
+    def watermark_rule(self, inputs: Sequence[EdgeInfo], label: str) -> WatermarkRule:
+        """`W(column, wm)` passes (after the rows it released); the others are dropped."""
+        return WatermarkRule(passing([self.column]))

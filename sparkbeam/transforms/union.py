@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from sparkbeam.derivation import WatermarkRule, passing
 from sparkbeam.errors import PipelineError
 from sparkbeam.graph import EdgeInfo, PrimitiveTransform
 
@@ -67,5 +68,9 @@ class Union(PrimitiveTransform):
                     f"first input has ({first.describe()}); make them the same (names, types and "
                     "order) with Select or Map first"
                 )
-        watermarked = frozenset.intersection(*(info.watermarked for info in inputs))
-        return EdgeInfo(first, all(info.bounded for info in inputs), watermarked)
+        return EdgeInfo(first, all(info.bounded for info in inputs))
+
+    def watermark_rule(self, inputs: Sequence[EdgeInfo], label: str) -> WatermarkRule:
+        """Every column passes; one watermarked on every input gets the minimum (or, under
+        `policy="max"`, the maximum) of theirs."""
+        return WatermarkRule(passing(inputs[0].schema.names))

@@ -45,6 +45,7 @@ from collections.abc import Sequence
 
 import attrs
 
+from sparkbeam.derivation import WatermarkRule, passing
 from sparkbeam.errors import PipelineError
 from sparkbeam.graph import EdgeInfo, PrimitiveTransform
 from sparkbeam.schema import Schema
@@ -81,7 +82,12 @@ class WithWatermark(PrimitiveTransform):
         self.idle_epochs(label)
         self.idle_time(label)
         self.drift_units(source.schema, label)
-        return attrs.evolve(source, watermarked=source.watermarked | {self.column})
+        return source
+
+    def watermark_rule(self, inputs: Sequence[EdgeInfo], label: str) -> WatermarkRule:
+        """Upstream watermarks pass through; `column`'s own is the filter's (on `column`, the
+        larger of the two)."""
+        return WatermarkRule(passing(inputs[0].schema.names), own=(self.column,))
 
     def idle_epochs(self, label: str = "WithWatermark") -> int | None:
         """`idle_after` as a number of epochs (None when not set or given as a duration)."""

@@ -1,8 +1,9 @@
-"""Window assignment: `Tumble` and `Hop` (and, later, `Session`).
+"""Windows: `Tumble`, `Hop` and `Session`.
 
-Windows are half-open, `[start, end)`, aligned to the epoch plus `offset`.
-Both add the columns `window_start` and `window_end`, of the time column's
-type. Assignment is a pure function of the row's time (`sparkbeam.time`).
+Windows are half-open, `[start, end)`; `Tumble` and `Hop` align them to the
+epoch plus `offset`. Each adds the columns `window_start` and `window_end`,
+of the time column's type. Tumble and Hop assignment is a pure function of
+the row's time (`sparkbeam.time`).
 """
 
 from __future__ import annotations
@@ -11,10 +12,11 @@ from collections.abc import Sequence
 
 import attrs
 
+from sparkbeam.derivation import Add, Derived, Floor, WatermarkRule, passing
 from sparkbeam.errors import PipelineError
 from sparkbeam.graph import EdgeInfo, PrimitiveTransform
 from sparkbeam.schema import Schema
-from sparkbeam.time import Duration, earliest_hop_start, tumble_start
+from sparkbeam.time import Duration
 from sparkbeam.transforms.validation import (
     duration_on,
     offset_on,
@@ -42,13 +44,22 @@ def _window_input(column: str, inputs: Sequence[EdgeInfo], label: str) -> EdgeIn
 
 def _with_window_columns(source: EdgeInfo, column: str) -> EdgeInfo:
     kind = source.schema.type_of(column)
-    watermarked = source.watermarked
-    if column in watermarked:
-        watermarked = watermarked | set(WINDOW_COLUMNS)
     return EdgeInfo(
-        source.schema.with_columns((WINDOW_START, kind), (WINDOW_END, kind)),
-        source.bounded,
-        watermarked,
+        source.schema.with_columns((WINDOW_START, kind), (WINDOW_END, kind)), source.bounded
+    )
+
+
+def _window_rule(source: EdgeInfo, column: str, spec: WindowSpec) -> WatermarkRule:
+    """Every column passes through; with `s0 = floor(t - size, slide, offset) + slide`, the
+    earliest window start that can hold a time `>= t`: `W(window_start, s0)` and
+    `W(window_end, s0 + size)` (for `Tumble`, `s0` is `t`'s own window start)."""
+    start = (Add(-spec.size), Floor(spec.slide, spec.offset), Add(spec.slide))
+    return WatermarkRule(
+        (
+            *passing(source.schema.names),
+            Derived(WINDOW_START, column, start),
+            Derived(WINDOW_END, column, (*start, Add(spec.size))),
+        )
     )
 
 
@@ -87,11 +98,8 @@ class Tumble(PrimitiveTransform):
         offset = offset_on(schema, self.column, self.offset, label) % size
         return WindowSpec(size, size, offset)
 
-    def derive(self, spec: WindowSpec, column: str, value: int) -> list[tuple[str, int]]:
-        if column != self.column:
-            return [(column, value)]
-        start = tumble_start(value, spec.size, spec.offset)
-        return [(column, value), (WINDOW_START, start), (WINDOW_END, start + spec.size)]
+    def watermark_rule(self, inputs: Sequence[EdgeInfo], label: str) -> WatermarkRule:
+        return _window_rule(inputs[0], self.column, self.spec(inputs[0].schema, label))
 
 
 @attrs.frozen
@@ -123,11 +131,8 @@ class Hop(PrimitiveTransform):
         offset = offset_on(schema, self.column, self.offset, label) % slide
         return WindowSpec(size, slide, offset)
 
-    def derive(self, spec: WindowSpec, column: str, value: int) -> list[tuple[str, int]]:
-        if column != self.column:
-            return [(column, value)]
-        start = earliest_hop_start(value, spec.size, spec.slide, spec.offset)
-        return [(column, value), (WINDOW_START, start), (WINDOW_END, start + spec.size)]
+    def watermark_rule(self, inputs: Sequence[EdgeInfo], label: str) -> WatermarkRule:
+        return _window_rule(inputs[0], self.column, self.spec(inputs[0].schema, label))
 
 
 @attrs.frozen(init=False)
@@ -158,12 +163,16 @@ class Session(PrimitiveTransform):
         for key in self.keys:
             source.schema.require(key, f"{label} key")
         self.gap_units(source.schema, label)
-        out = _with_window_columns(source, self.column)
-        return attrs.evolve(out, watermarked=out.watermarked & set(WINDOW_COLUMNS))
+        return _with_window_columns(source, self.column)
 
     def gap_units(self, schema: Schema, label: str = "Session") -> int:
         return duration_on(schema, self.column, self.gap, "gap", label, positive=True)
 
-    def derive(self, oldest_open_start: int | None, value: int) -> list[tuple[str, int]]:
-        start = value if oldest_open_start is None else min(value, oldest_open_start)
-        return [(WINDOW_END, value), (WINDOW_START, start)]
+    def watermark_rule(self, inputs: Sequence[EdgeInfo], label: str) -> WatermarkRule:
+        """`W(window_end, t)`; `W(window_start, t)` capped by the oldest open session (held)."""
+        return WatermarkRule(
+            (
+                Derived(WINDOW_END, self.column),
+                Derived(WINDOW_START, self.column, held=True),
+            )
+        )

@@ -38,6 +38,25 @@ class KeysSeen(sb.CombineFn):
         return ",".join(sorted(accumulator))
 
 
+class IdsSeen(sb.CombineFn):
+    """A user CombineFn: the sorted distinct `id`s of the group, joined (importable by Spark's
+    Python workers, unlike a function of a test module outside a package)."""
+
+    output_type = str
+
+    def create_accumulator(self) -> set[int]:
+        return set()
+
+    def add_input(self, accumulator: set[int], element: dict[str, Any]) -> set[int]:
+        return accumulator | {element["id"]}
+
+    def merge_accumulators(self, accumulators: Any) -> set[int]:
+        return set().union(*accumulators)
+
+    def extract_output(self, accumulator: set[int]) -> str:
+        return ",".join(map(str, sorted(accumulator)))
+
+
 def orders_stream() -> sb.TestStream:
     """Out of order, with rows exactly at, just below and just above the watermark."""
     return (

@@ -20,6 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import sparkbeam as sb
+from tests.agreement.streams import IdsSeen
 
 SCHEMA = {"user": str, "t": int, "id": int}
 
@@ -286,3 +287,47 @@ def test_session_equals_brute_force_reference(
             )
             assert index == first, (r, epoch_marks)
     assert result.state_size(sessions) == 0
+
+
+def groups_on_window_start(p: sb.Pipeline) -> sb.PCollection:
+    """Issue 20's case: sessions grouped on (user, window_start), no window_end.
+
+    gap 5, delay 0. Epoch 1 (then wm 9) makes a [0, 14) and b [2, 8): b closes,
+    but a's session, open, started at 0 < 2, so the model's window_start
+    watermark stays at 0 and b's group waits. Epoch 2 (wm 30) closes a [0, 14)
+    and c [12, 17): their groups and b's come out; a [30, 35) at the end.
+    """
+    source = p | stream(
+        [row("a", 0, 1), row("b", 2, 2)],
+        [row("a", 4, 3), row("b", 3, 4), row("a", 9, 5)],
+        [row("c", 12, 6), row("a", 30, 7)],
+        [],
+    )
+    return (
+        source.with_watermark("t", 0)
+        .session("t", 5, keys="user")
+        .combine_per_key(["user", "window_start"], n=sb.Count(), ids=IdsSeen())
+    )
+
+
+def test_groups_on_window_start_wait_for_the_oldest_open_session() -> None:
+    with sb.Pipeline() as p:
+        groups = groups_on_window_start(p)
+    by_epoch = p.result.collect_by_epoch(groups)
+    flat = sorted((r["user"], r["window_start"], r["n"], r["ids"]) for e in by_epoch for r in e)
+    assert flat == [("a", 0, 3, "1,3,5"), ("a", 30, 1, "7"), ("b", 2, 2, "2,4"), ("c", 12, 1, "6")]
+    # b [2, 8) closes at wm 9 (epoch 1) but a [0, 14) is still open: b's group waits.
+    assert by_epoch[1] == []
+    assert sorted(r["user"] for r in by_epoch[2]) == ["a", "b", "c"]
+
+
+@pytest.mark.spark
+def test_groups_on_window_start_agree_on_spark_streaming(spark_runner: Any) -> None:
+    """Spark follows the oldest-open-session cap (one operator over all keys), epoch by epoch."""
+    results = []
+    for runner in (sb.DirectRunner(), spark_runner):
+        p = sb.Pipeline(runner=runner)
+        groups = groups_on_window_start(p)
+        by_epoch = p.run().collect_by_epoch(groups)
+        results.append([sorted(tuple(sorted(r.items())) for r in epoch) for epoch in by_epoch])
+    assert results[0] == results[1]

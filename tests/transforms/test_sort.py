@@ -17,6 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import sparkbeam as sb
+from sparkbeam.derivation import WatermarkRule, passing
 from sparkbeam.graph import EdgeInfo, Node, PrimitiveTransform
 from sparkbeam.runners.direct import runner as direct_runner
 from sparkbeam.runners.direct.operator import Chunk, Message, Operator
@@ -219,6 +220,9 @@ class ClaimsOrder(PrimitiveTransform):
 
     def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
         return single_input(inputs, label)
+
+    def watermark_rule(self, inputs: Sequence[EdgeInfo], label: str) -> WatermarkRule:
+        return WatermarkRule(passing(inputs[0].schema.names))
 
 
 class ReverseAtEnd(Operator):

@@ -292,7 +292,7 @@ class CombineOperator(Operator):
                 released.extend(k for k in waiting.pop(heapq.heappop(heap)) if k in self.groups)
             if released:
                 out.append(self._emit(released))
-        return out + self.watermarks(self.transform.derive(column, mark))
+        return out + self.watermarks(self.derive(column, mark))
 
     def on_end(self) -> list[Message]:
         if not self.groups:

@@ -32,9 +32,6 @@ class MapOperator(Operator):
         rows = [_call(fn, row, label) for row in columns_to_rows(chunk.columns, self.in_schema)]
         return [Chunk(rows_to_columns(rows, self.out_schema, f"{label} output"), len(rows))]
 
-    def derive(self, column: str, value: Any) -> list[tuple[str, Any]]:
-        return self.transform.derive(column, value)
-
 
 class FilterOperator(Operator):
     def __init__(self, node: Node, inputs: Sequence[EdgeInfo]) -> None:
@@ -65,6 +62,3 @@ class SelectOperator(Operator):
     def on_chunk(self, port: int, chunk: Chunk) -> list[Message]:
         columns = {name: expr.evaluate(chunk.columns) for name, expr in self.bound}
         return [Chunk(columns, chunk.size)]
-
-    def derive(self, column: str, value: Any) -> list[tuple[str, Any]]:
-        return self.transform.derive(self.bound, column, value)

@@ -213,7 +213,7 @@ class JoinOperator(Operator):
             self._expire(other, self.by_time[other], value, out_rows)
         out: list[Message] = [self._chunk(out_rows)] if out_rows else []
         if merged is not None:
-            out += self.watermarks(self.transform.derive(column, merged))
+            out += self.watermarks(self.derive(column, merged))
         return out
 
     def on_status(self, port: int, status: Idleness) -> list[Message]:
@@ -224,7 +224,7 @@ class JoinOperator(Operator):
                 self._expire(side, self.by_key[side][column], value, out_rows)
         out: list[Message] = [self._chunk(out_rows)] if out_rows else []
         for column, value in merged:
-            out += self.watermarks(self.transform.derive(column, value))
+            out += self.watermarks(self.derive(column, value))
         return out + super().on_status(port, status)
 
     def _expire(

@@ -156,8 +156,9 @@ class Operator:
         return []
 
     def derive(self, column: str, value: Any) -> list[tuple[str, Any]]:
-        """The output watermarks an input watermark gives (the transform's rule)."""
-        return [(column, value)]
+        """The output watermarks an input watermark gives: the transform's rule
+        (`Node.rule`, `sparkbeam.derivation`), evaluated."""
+        return self.node.rule.derive(column, value)
 
     def state_size(self) -> int:
         """Rows or groups held: what the watermark must release."""

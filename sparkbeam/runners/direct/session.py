@@ -85,7 +85,11 @@ class SessionOperator(Operator):
             else:
                 del self.sessions[key]
         out: list[Message] = [self._emit(closed)] if closed else []
-        return out + self.watermarks(self.transform.derive(oldest, mark))
+        held = self.node.rule.held_columns()  # capped by the oldest open session
+        derived = self.derive(watermark.column, mark)
+        if oldest is not None:
+            derived = [(c, min(v, oldest) if c in held else v) for c, v in derived]
+        return out + self.watermarks(derived)
 
     def on_end(self) -> list[Message]:
         sessions = [s for per_key in self.sessions.values() for s in per_key]

@@ -86,7 +86,7 @@ class SortOperator(Operator):
             rows = self._release(watermark.value)
             if rows:
                 out.append(self._chunk(rows))
-        return out + self.watermarks(self.transform.derive(watermark.column, watermark.value))
+        return out + self.watermarks(self.derive(watermark.column, watermark.value))
 
     def _release(self, mark: Any) -> list[Row]:
         """The held rows with time `< mark` (all of them for None), in order."""

@@ -170,7 +170,7 @@ class WatermarkFilter(Operator):
 
     def on_watermark(self, port: int, watermark: Watermark) -> list[Message]:
         if watermark.column != self.column:
-            return self.watermarks([(watermark.column, watermark.value)])
+            return self.watermarks(self.derive(watermark.column, watermark.value))
         self.upstream = watermark.value
         own = self.wm
         return self.watermarks(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from sparkbeam.errors import DataError
 from sparkbeam.graph import EdgeInfo, Node
@@ -46,9 +45,6 @@ class TumbleOperator(Operator):
         columns[WINDOW_END] = [s + size for s in starts]
         return [Chunk(columns, chunk.size)]
 
-    def derive(self, column: str, value: Any) -> list[tuple[str, Any]]:
-        return self.transform.derive(self.spec, column, value)
-
 
 class HopOperator(Operator):
     def __init__(self, node: Node, inputs: Sequence[EdgeInfo]) -> None:
@@ -74,6 +70,3 @@ class HopOperator(Operator):
         out.columns[WINDOW_START] = starts
         out.columns[WINDOW_END] = [s + size for s in starts]
         return [out]
-
-    def derive(self, column: str, value: Any) -> list[tuple[str, Any]]:
-        return self.transform.derive(self.spec, column, value)

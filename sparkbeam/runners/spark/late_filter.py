@@ -30,25 +30,22 @@ from pyspark.sql.streaming.stateful_processor import (
     TimerValues,
 )
 
+from sparkbeam.derivation import Step, apply_steps
 from sparkbeam.runners.spark.arrow import spark_schema
 from sparkbeam.runners.spark.keyed_state import KEY, as_longs, as_times, in_micros
 from sparkbeam.schema import Schema
-from sparkbeam.time import floor_to
 from sparkbeam.transforms.late import LATE_WATERMARK
 
 JUDGE_US = "__sparkbeam_judge_us"
 
 
-Steps = tuple[tuple[str, int, int], ...]
-"""How a column's watermark follows from the event time's: `("add", amount, 0)` and
-`("floor", unit, offset)` (the model's window, shift and truncation rules), in order."""
+Steps = tuple[Step, ...]
+"""How a column's watermark follows from the event time's (`sparkbeam.derivation`)."""
 
 
 def mark(watermark: int, steps: Steps) -> int:
     """The watermark of a column derived from the event time's `watermark` by `steps`."""
-    for step, amount, offset in steps:
-        watermark = watermark + amount if step == "add" else floor_to(watermark, amount, offset)
-    return watermark
+    return apply_steps(watermark, steps)
 
 
 @attrs.frozen

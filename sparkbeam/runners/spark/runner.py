@@ -425,7 +425,7 @@ def _streaming_watermarks(
     schema = node.info.schema
     for i, column in enumerate(sorted(node.info.watermarked)):
         judge = judges.get(column)
-        if judge is None:
+        if judge is None or judge.held:  # held: Spark does not know the model's value
             continue
         kind = schema.type_of(column)
         late = judge.late(column)

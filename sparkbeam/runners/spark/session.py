@@ -16,7 +16,7 @@ import datetime as _dt
 from collections.abc import Iterator
 from typing import Any
 
-from pyspark.sql import DataFrame, Row
+from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import ExpiredTimerInfo, TimerValues
@@ -71,6 +71,29 @@ class SessionWindows(HeldRows):
         return iter(out)
 
 
+def held_input(
+    frame: DataFrame,
+    schema: Schema,
+    column: str,
+    gap: int,
+    end_judge: Any,
+    keys: list[Column],
+) -> DataFrame:
+    """`frame`'s rows as `SessionWindows` holds them: ordered by time, each released by a
+    session ending at `t + gap` (its judge rounded up to the millisecond)."""
+    kind = schema.type_of(column)
+    time = F.unix_micros(column) if kind is _dt.datetime else F.col(column)
+    end = F.timestamp_micros(time + F.lit(gap)) if kind is _dt.datetime else time + F.lit(gap)
+    prepared = frame.select(
+        *in_micros(schema),
+        time.alias(ORDER),
+        end_judge(end).alias("__sparkbeam_end_judge"),
+        "__sparkbeam_judge",
+        *keys,
+    )
+    return with_release(prepared, F.col("__sparkbeam_end_judge"))
+
+
 def session_stream(
     frame: DataFrame,
     schema: Schema,
@@ -86,16 +109,7 @@ def session_stream(
     carries a judge column with Spark's watermark metadata.
     """
     kind = schema.type_of(column)
-    time = F.unix_micros(column) if kind is _dt.datetime else F.col(column)
-    end = F.timestamp_micros(time + F.lit(gap)) if kind is _dt.datetime else time + F.lit(gap)
-    prepared = frame.select(
-        *in_micros(schema),
-        time.alias(ORDER),
-        end_judge(end).alias("__sparkbeam_end_judge"),
-        "__sparkbeam_judge",
-        *key_columns(keys),
-    )
-    released = with_release(prepared, F.col("__sparkbeam_end_judge"))
+    released = held_input(frame, schema, column, gap, end_judge, key_columns(keys))
     out_schema = as_longs(schema).with_columns((WINDOW_START, int), (WINDOW_END, int))
     sessions = grouped(released, keys).transformWithState(
         SessionWindows(list(schema.names), spark_schema(held_schema(schema), label), gap),

@@ -51,6 +51,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sparkbeam.arrow import from_arrow, to_arrow
+from sparkbeam.derivation import Add, Derived, Step
 from sparkbeam.errors import PipelineError
 from sparkbeam.graph import Node
 from sparkbeam.runners.direct.alignment import AlignmentGraph
@@ -64,6 +65,7 @@ from sparkbeam.runners.spark.late_filter import (
 )
 from sparkbeam.runners.spark.python_combine import combine_stream
 from sparkbeam.runners.spark.session import session_stream
+from sparkbeam.runners.spark.session_groups import session_groups
 from sparkbeam.runners.spark.sort import sort_stream
 from sparkbeam.runners.spark.translate import (
     TRANSLATORS,
@@ -88,7 +90,7 @@ from sparkbeam.transforms.sort import Sort
 from sparkbeam.transforms.sources import Create, TestStreamSource
 from sparkbeam.transforms.union import Union
 from sparkbeam.transforms.watermark import WithWatermark
-from sparkbeam.transforms.windows import WINDOW_END, WINDOW_START, Hop, Session, Tumble
+from sparkbeam.transforms.windows import WINDOW_START, Hop, Session, Tumble
 
 
 @attrs.frozen
@@ -104,14 +106,30 @@ class Judge:
     offset: int
     steps: Steps = ()
     """How the column's model watermark follows from the event time's (`late_filter.mark`)."""
+    held: bool = False
+    """The model caps this column's watermark by rows an operator holds (`Derived.held`):
+    the judge closes no earlier than the model's watermark, but may close later."""
 
     def __call__(self, value: Column) -> Column:
         return _as_spark_time(_plus(value, self.kind, self.offset), self.kind)
 
-    def moved(self, amount: int, *steps: tuple[str, int, int]) -> Judge:
+    def moved(self, amount: int, step: Step) -> Judge:
         """The judge of `v` that this judge gives to `v + amount`; its watermark is this one's
-        through `steps`."""
-        return Judge(self.kind, self.offset + amount, (*self.steps, *steps))
+        through `step`."""
+        return Judge(self.kind, self.offset + amount, (*self.steps, step), self.held)
+
+    def through(self, derived: Derived) -> Judge:
+        """The judge of the column `derived` makes from this one's.
+
+        `Add(a)`: `v < wm + a` exactly when `v - a < wm`. `Floor(u)` gives grid
+        values, and for a grid value `v`, `v < floor(wm)` exactly when
+        `v + u - 1 < wm`.
+        """
+        judge = self
+        for step in derived.steps:
+            amount = -step.amount if isinstance(step, Add) else step.unit - 1
+            judge = judge.moved(amount, step)
+        return attrs.evolve(judge, held=judge.held or derived.held)
 
     def late(self, column: str) -> Late:
         """How `late_filter` judges `column` by this judge and names its watermark."""
@@ -323,8 +341,7 @@ class StreamingTranslation(Translation):
             if node.id not in self.staged:  # an earlier stage counts a staged node
                 frame = observed(node, frame)
             self.frames[node.id] = frame
-            if node.id not in self.judges:
-                self.judges[node.id] = derive_judges(self, node)
+            self.judges[node.id] = derive_judges(self, node)
 
     def merge_policy(self, node: Node, policy: str) -> None:
         """Note that watermarks of several `WithWatermark`s meet at `node` under `policy`:
@@ -518,8 +535,6 @@ def _declare_watermark(
     # One conjunct that names the event time, so the optimizer cannot push it below
     # the watermark (the sentinel must reach the watermark's statistics).
     not_sentinel = ~F.col(SENTINEL) | F.col(spark_time).isNull()
-    upstream = run.judges.get(node.inputs[0], {})
-    run.judges[node.id] = {column: own_judge(kind), **_pass_through(upstream, {column})}
     run.origins[node.id] = run.origins[node.id] | {node.id}
     return marked.filter(not_sentinel).drop(SENTINEL, spark_time)
 
@@ -540,46 +555,25 @@ def stateful(frame: DataFrame, judges: Sequence[Column], delay_ms: int = 0) -> D
     return frame.withColumn(JUDGE, judge.alias(JUDGE, metadata={WATERMARK_DELAY_KEY: delay_ms}))
 
 
-def _pass_through(judges: dict[str, Judge], skip: set[str]) -> dict[str, Judge]:
-    return {column: judge for column, judge in judges.items() if column not in skip}
-
-
 def derive_judges(run: StreamingTranslation, node: Node) -> dict[str, Judge]:
-    """The judges of a stateless node's output, by its watermark-derivation rule."""
+    """The judges of a node's output: its watermark rule (`Node.rule`), compiled.
+
+    Where inputs meet, a column's judge is the latest of theirs (the judge of
+    the minimum of their watermarks: it closes when the last of them does).
+    """
+    inputs = [run.judges.get(i, {}) for i in node.inputs]
+    out: dict[str, Judge] = {}
+    for derived in node.rule.derived:
+        if derived.column not in node.info.watermarked:
+            continue
+        bases = [judges.get(derived.source) for judges in inputs]
+        if bases and all(base is not None for base in bases):
+            out[derived.column] = _greatest([b.through(derived) for b in bases if b is not None])
     transform = node.transform
-    if not node.inputs:
-        return {}
-    judges = run.input_judges(node)
-    schema = run.nodes[node.inputs[0]].info.schema
-    if isinstance(transform, (Filter, WriteFiles, ForEachBatch)):
-        return dict(judges)
-    if isinstance(transform, Map):
-        return {c: j for c, j in judges.items() if c in transform.keeps}
-    if isinstance(transform, (Tumble, Hop)):
-        spec = transform.spec(schema, node.label)
-        base = judges.get(transform.column)
-        if base is None:
-            return dict(judges)
-        out = _pass_through(judges, set())
-        # The earliest window start of a watermark `wm`: floor(wm - size, slide) + slide.
-        start = (("add", -spec.size, 0), ("floor", spec.slide, spec.offset), ("add", spec.slide, 0))
-        out[WINDOW_START] = base.moved(spec.size - 1, *start)
-        out[WINDOW_END] = base.moved(-1, *start, ("add", spec.size, 0))
-        return out
-    if isinstance(transform, Select):
-        out = {}
-        for name, bound in transform.bind(schema, node.label):
-            if bound.source in judges:
-                out[name] = _select_judge(judges[bound.source], bound.steps)
-        return out
-    if isinstance(transform, Union):
-        common = set.intersection(*(set(run.judges[i]) for i in node.inputs))
-        return {
-            column: _greatest([run.judges[i][column] for i in node.inputs]) for column in common
-        }
-    if isinstance(transform, CombinePerKey):
-        return {c: j for c, j in judges.items() if c in transform.keys}
-    return {}
+    for column in node.rule.own:
+        assert isinstance(transform, WithWatermark)
+        out[column] = own_judge(node.info.schema.type_of(column))
+    return out
 
 
 def _greatest(judges: list[Judge]) -> Judge:
@@ -587,13 +581,18 @@ def _greatest(judges: list[Judge]) -> Judge:
     return max(judges, key=lambda judge: judge.offset)
 
 
-def _select_judge(base: Judge, steps: tuple[tuple[str, int], ...]) -> Judge:
-    judge = base
-    for step, amount in steps:
-        if step == "shift":
-            judge = judge.moved(-amount, ("add", amount, 0))
-        else:
-            judge = judge.moved(amount - 1, ("floor", amount, 0))
+def exact_judge(run: StreamingTranslation, node: Node, column: str, port: int = 0) -> Judge:
+    """The judge of input `port`'s `column`, which `node` keys state or late rows on; refused
+    where the model's watermark there depends on rows another operator holds."""
+    judge = run.input_judges(node, port)[column]
+    if judge.held:
+        raise PipelineError(
+            f"{node.label}: the watermark of {column!r} comes from a Session's window_start, "
+            "which the model holds at the start of the oldest open session of any key; Spark's "
+            "stateful operators see one key at a time and cannot follow it here. Key this "
+            "transform on window_end (or a column derived from it) instead, or run the "
+            "pipeline on the direct runner"
+        )
     return judge
 
 
@@ -603,11 +602,18 @@ def combine_per_key(translation: Translation, node: Node, inputs: Sequence[DataF
     transform = node.transform
     assert isinstance(transform, CombinePerKey)
     judges = run.input_judges(node)
-    keyed = [judges[k](F.col(k)) for k in transform.keys if k in judges]
+    watermarked = [k for k in transform.keys if k in judges]
+    # A group is emitted when the watermark of any of its keys passes it; a held key's judge
+    # may close late, so the exact ones decide where there are any (after a Session,
+    # window_end's always closes first: a session's rows come out once it has closed).
+    exact = [k for k in watermarked if not judges[k].held]
+    source = run.nodes[node.inputs[0]]
+    if not exact and isinstance(source.transform, Session) and WINDOW_START in watermarked:
+        return session_then_combine(run, source, node)
+    keyed = [exact_judge(run, node, k)(F.col(k)) for k in exact or watermarked[:1]]
     frame = stateful(inputs[0], keyed)
     if not all(isinstance(a, AggregateFn) for _, a in transform.aggregates):
         # Spark refuses Python aggregates in streaming aggregations: keyed state instead.
-        run.judges[node.id] = {c: j for c, j in judges.items() if c in transform.keys}
         in_schema = run.nodes[node.inputs[0]].info.schema
         return combine_stream(
             frame,
@@ -619,9 +625,30 @@ def combine_per_key(translation: Translation, node: Node, inputs: Sequence[DataF
             node.label,
         )
     aggregates = [_aggregate(a).alias(name) for name, a in transform.aggregates]
-    grouped = frame.groupBy(*transform.keys, JUDGE).agg(*aggregates).drop(JUDGE)
-    run.judges[node.id] = {c: j for c, j in judges.items() if c in transform.keys}
-    return grouped
+    return frame.groupBy(*transform.keys, JUDGE).agg(*aggregates).drop(JUDGE)
+
+
+def session_then_combine(run: StreamingTranslation, session: Node, node: Node) -> DataFrame:
+    """A `CombinePerKey` on a `Session`'s `window_start` (and no other watermarked key): the
+    two as one operator over all keys (`session_groups`), from the Session's input."""
+    transform, windows = node.transform, session.transform
+    assert isinstance(transform, CombinePerKey) and isinstance(windows, Session)
+    schema = run.nodes[session.inputs[0]].info.schema
+    judge = exact_judge(run, session, windows.column)
+    frame = stateful(run.frames[session.inputs[0]], [judge(F.col(windows.column))])
+    gap = windows.gap_units(schema, session.label)
+    return session_groups(
+        frame,
+        schema,
+        windows.column,
+        gap,
+        windows.keys,
+        judge,
+        transform.keys,
+        transform.aggregates,
+        node.info.schema,
+        node.label,
+    )
 
 
 @streaming(Sort)
@@ -629,12 +656,10 @@ def sort(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> D
     run = _streaming(translation)
     transform = node.transform
     assert isinstance(transform, Sort)
-    judge = run.input_judges(node)[transform.column]
+    judge = exact_judge(run, node, transform.column)
     frame = stateful(inputs[0], [judge(F.col(transform.column))])
     schema = node.info.schema
-    out = sort_stream(frame, schema, transform.column, transform.keys, JUDGE, node.label)
-    run.judges[node.id] = {transform.column: judge}
-    return out
+    return sort_stream(frame, schema, transform.column, transform.keys, JUDGE, node.label)
 
 
 def may_idle(run: StreamingTranslation, node: Node) -> bool:
@@ -752,6 +777,7 @@ def join(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> D
 
     if window_keys:
         key = window_keys[0]
+        exact_judge(run, node, key, 0), exact_judge(run, node, key, 1)
         if judges[0][key] != judges[1][key]:
             raise PipelineError(
                 f"{node.label}: {key!r} is derived differently on the two sides (different "
@@ -763,7 +789,7 @@ def join(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> D
         condition = condition & (F.col("__l_judge") == F.col("__r_judge"))
     elif bounds is not None and transform.times is not None:
         left_time, right_time = transform.times
-        lj, rj = judges[0][left_time], judges[1][right_time]
+        lj, rj = exact_judge(run, node, left_time, 0), exact_judge(run, node, right_time, 1)
         kind = left_info.schema.type_of(left_time)
         left = marked(left, "__l_judge", lj, f"__l_{left_time}")
         right = marked(right, "__r_judge", rj, f"__r_{right_time}")
@@ -776,7 +802,6 @@ def join(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> D
         )
     how = {"inner": "inner", "left": "left_outer", "right": "right_outer", "full": "full_outer"}
     joined = left.join(right, condition, how[transform.how])
-    run.judges[node.id] = {key: judges[0][key] for key in window_keys}
     return joined.select(*join_output(transform, left_info.schema, right_info.schema, node.label))
 
 
@@ -786,13 +811,10 @@ def session(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -
     transform = node.transform
     assert isinstance(transform, Session)
     schema = run.nodes[node.inputs[0]].info.schema
-    judge = run.input_judges(node)[transform.column]
+    judge = exact_judge(run, node, transform.column)
     gap = transform.gap_units(schema, node.label)
     frame = stateful(inputs[0], [judge(F.col(transform.column))])
-    out = session_stream(frame, schema, transform.column, gap, transform.keys, judge, node.label)
-    # W(window_end, t): a window end v is released when v < t, as the time column itself.
-    run.judges[node.id] = {WINDOW_END: judge}
-    return out
+    return session_stream(frame, schema, transform.column, gap, transform.keys, judge, node.label)
 
 
 @streaming(Union)
@@ -812,7 +834,7 @@ def union(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> 
         return merged
     judges = {}
     for column in sorted(node.info.watermarked):
-        inputs_judges = {run.judges[i][column] for i in node.inputs}
+        inputs_judges = {exact_judge(run, node, column, port) for port in range(len(node.inputs))}
         if len(inputs_judges) > 1:
             raise PipelineError(
                 f"{node.label}: {column!r} is derived differently on its inputs (different "
@@ -820,7 +842,6 @@ def union(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> 
                 "Spark's one watermark cannot judge its rows; derive it alike on every input"
             )
         judges[column] = inputs_judges.pop()
-    run.judges[node.id] = judges
     schema = node.info.schema
     late = [judges[column].late(column) for column in schema.names if column in judges]
     output = schema.with_columns((LATE_WATERMARK, schema.type_of(late[0].column)))
@@ -848,7 +869,6 @@ def dropped_rows(translation: Translation, node: Node, inputs: Sequence[DataFram
         )
     if transform.kind == INVALID:
         return run.invalid[source.id]
-    run.judges[node.id] = {}
     schema = node.info.schema
     if isinstance(source.transform, WithWatermark):
         column = source.transform.column

@@ -30,6 +30,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from sparkbeam.arrow import to_arrow
+from sparkbeam.derivation import Add
 from sparkbeam.errors import DataError, PipelineError
 from sparkbeam.graph import Node
 from sparkbeam.runners.spark.arrow import require_spark_types, spark_schema
@@ -276,12 +277,13 @@ def select(translation: Translation, node: Node, inputs: Sequence[DataFrame]) ->
     for name, bound in transform.bind(_input_schema(translation, node), node.label):
         assert bound.source is not None
         value, kind = F.col(bound.source), bound.output_type
-        for step, amount in bound.steps:
+        for step in bound.steps:
             as_units = units(value, kind)
-            if step == "shift":
-                value = from_units(as_units + _long(amount), kind)
+            if isinstance(step, Add):
+                value = from_units(as_units + _long(step.amount), kind)
             else:
-                value = from_units(as_units - F.pmod(as_units, _long(amount)), kind)
+                shifted = as_units - _long(step.offset)
+                value = from_units(as_units - F.pmod(shifted, _long(step.unit)), kind)
         columns.append(value.alias(name))
     return inputs[0].select(*columns)
 

@@ -31,6 +31,7 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 import sparkbeam as sb
+from sparkbeam.derivation import WatermarkRule, passing
 from sparkbeam.graph import EdgeInfo, PrimitiveTransform
 from sparkbeam.messages import Watermark
 from sparkbeam.runners.direct.checks import GlobalWatermarkCheck
@@ -324,6 +325,9 @@ def test_runner_arguments_are_checked() -> None:
 class Probe(PrimitiveTransform):
     def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
         return inputs[0]
+
+    def watermark_rule(self, inputs: Sequence[EdgeInfo], label: str) -> WatermarkRule:
+        return WatermarkRule(passing(inputs[0].schema.names))
 
 
 class ProbeOperator(Operator):

@@ -28,6 +28,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import sparkbeam as sb
+from sparkbeam.derivation import WatermarkRule, passing
 from sparkbeam.graph import EdgeInfo, PrimitiveTransform
 from sparkbeam.runners.direct.operator import Chunk, Message, Operator
 from sparkbeam.runners.direct.runner import OPERATORS
@@ -59,6 +60,9 @@ class Probe(PrimitiveTransform):
 
     def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
         return inputs[0]
+
+    def watermark_rule(self, inputs: Sequence[EdgeInfo], label: str) -> WatermarkRule:
+        return WatermarkRule(passing(inputs[0].schema.names))
 
 
 class ProbeOperator(Operator):
@@ -95,6 +99,9 @@ class MangleWatermarks(PrimitiveTransform):
 
     def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
         return inputs[0]
+
+    def watermark_rule(self, inputs: Sequence[EdgeInfo], label: str) -> WatermarkRule:
+        return WatermarkRule(passing(inputs[0].schema.names))
 
 
 class MangleOperator(Operator):
