@@ -17,6 +17,7 @@ Why:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NoReturn
 
 from sparkbeam.errors import PipelineError
 from sparkbeam.graph import Node
@@ -39,3 +40,15 @@ def refuse_streaming_limits(nodes: Sequence[Node]) -> None:
                 "epochs (idle_after=3), which the Spark runner applies to the sources it replays "
                 "(TestStream, Create, ReadFiles collected)"
             )
+
+
+def refuse_held_watermark(node: Node, column: str) -> NoReturn:
+    """`node` keys state or late rows on `column`, whose watermark is a Session's held
+    `window_start` (`sparkbeam.derivation.Derived.held`)."""
+    raise PipelineError(
+        f"{node.label}: the watermark of {column!r} comes from a Session's window_start, "
+        "which the model holds at the start of the oldest open session of any key; Spark's "
+        "stateful operators see one key at a time and cannot follow it here (only a "
+        "CombinePerKey right after the Session can). Key this transform on window_end (or a "
+        "column derived from it) instead, or run the pipeline on the direct runner"
+    )

@@ -22,8 +22,7 @@ from pyspark.sql.streaming.stateful_processor import (
     TimerValues,
 )
 
-from sparkbeam.runners.direct.combine import accumulators_for
-from sparkbeam.runners.direct.operator import Chunk
+from sparkbeam.runners.shared.accumulators import accumulators_for
 from sparkbeam.runners.spark.arrow import spark_schema
 from sparkbeam.runners.spark.keyed_state import (
     RELEASE,
@@ -78,7 +77,7 @@ class PythonCombine(StatefulProcessor):
         if key_values is None:
             key_values = [batch[0][k] for k in self.keys]
         for table in tables:
-            table.add([0] * len(batch), Chunk(columns, len(batch)))
+            table.add([0] * len(batch), columns)
         self.group.update((cloudpickle.dumps((key_values, tables)),))
         for timer in {row[RELEASE] for row in batch}:
             self.handle.registerTimer(timer)

@@ -16,8 +16,7 @@ import pyarrow as pa
 
 from sparkbeam.arrow import batch_of, from_arrow
 from sparkbeam.errors import DataError
-from sparkbeam.runners.direct.combine import accumulators_for
-from sparkbeam.runners.direct.operator import Chunk
+from sparkbeam.runners.shared.accumulators import accumulators_for
 from sparkbeam.schema import Columns, Row, Schema, columns_to_rows, rows_to_columns
 
 DATA_ERROR_MARK = "sparkbeam.DataError: "
@@ -78,14 +77,13 @@ def combine_groups(
 
     def run(table: pa.Table) -> pa.Table:
         columns = from_arrow(table, in_schema)
-        chunk = Chunk(columns, table.num_rows)
         group = [0] * table.num_rows
         out: Columns = {key: columns[key][:1] for key in keys}
         for name, aggregate in aggregates:
             where = f"{label} {name}"
             accumulators = accumulators_for(aggregate, in_schema, out_schema.type_of(name), where)
             try:
-                accumulators.add(group, chunk)
+                accumulators.add(group, columns)
                 out[name] = [accumulators.pop(0)]
             except Exception as exc:
                 raise DataError(

@@ -30,8 +30,7 @@ from pyspark.sql.streaming.stateful_processor import (
     TimerValues,
 )
 
-from sparkbeam.runners.direct.combine import accumulators_for
-from sparkbeam.runners.direct.operator import Chunk
+from sparkbeam.runners.shared.accumulators import accumulators_for
 from sparkbeam.runners.spark.arrow import spark_schema
 from sparkbeam.runners.spark.keyed_state import (
     HeldRows,
@@ -40,7 +39,7 @@ from sparkbeam.runners.spark.keyed_state import (
     grouped,
     held_schema,
 )
-from sparkbeam.runners.spark.session import held_input
+from sparkbeam.runners.spark.session_windows import held_input
 from sparkbeam.schema import Schema
 from sparkbeam.transforms.windows import WINDOW_END, WINDOW_START
 
@@ -128,7 +127,7 @@ class SessionGroups(HeldRows):
                 table = accumulators_for(
                     aggregate, self.session_schema, self.out_schema.type_of(name), name
                 )
-                table.add([0] * len(members), Chunk(columns, len(members)))
+                table.add([0] * len(members), columns)
                 values[name] = table.pop(0)
             out.append(Row(**values))
         return out

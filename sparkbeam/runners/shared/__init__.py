@@ -1,0 +1,1 @@
+"""What both runners use: aggregate state, file reading, watermark alignment."""

@@ -1,0 +1,204 @@
+"""Aggregate state both runners keep: one table per aggregate, a slot per open group.
+
+The direct runner's `CombinePerKey` and the Spark runner's Python aggregation
+paths (a user `CombineFn` in batch and in `transformWithState`) use the same
+tables, so both runners aggregate with the same code. Values are the
+internal ones (datetimes as integer microseconds); a user `CombineFn` still
+sees rows as dicts with datetimes.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter
+from collections.abc import Sequence
+from itertools import compress
+from typing import Any
+
+from sparkbeam.schema import Columns, Schema, columns_to_rows, to_internal_value
+from sparkbeam.transforms.combine import Count, Max, Mean, Min, Sum
+
+
+class Accumulators:
+    """One aggregate's state for every open group, in a list indexed by the group's slot.
+
+    The operator gives each open group a slot (a small integer, reused once
+    the group is emitted) and passes each chunk's rows as their groups'
+    slots: adding a row is then a list index, not a hash of the key. A fresh
+    table has slot 0.
+    """
+
+    initial: Any = None
+    """A slot's value before its group's first row (immutable: it is shared)."""
+
+    def __init__(self) -> None:
+        self.values: list[Any] = [self.initial]
+
+    def ensure(self, size: int) -> None:
+        """Have slots `0 .. size - 1`."""
+        missing = size - len(self.values)
+        if missing > 0:
+            self.values.extend([self.initial] * missing)
+
+    def add(self, slots: Sequence[int], columns: Columns) -> None:
+        raise NotImplementedError
+
+    def pop(self, slot: int) -> Any:
+        """The group's output; the slot is fresh again."""
+        value = self.values[slot]
+        self.values[slot] = self.initial
+        return value
+
+    def save(self, slot: int) -> Any:
+        """A copy of the group's accumulator, for a checkpoint."""
+        return self.values[slot]
+
+    def load(self, slot: int, saved: Any) -> None:
+        """Set the group's accumulator from what `save` gave."""
+        self.values[slot] = saved
+
+
+def _present(slots: Sequence[int], values: list[Any]) -> tuple[Sequence[int], list[Any]]:
+    """The slots and values of the rows whose value is not None."""
+    if None not in values:
+        return slots, values
+    keep = [value is not None for value in values]
+    return list(compress(slots, keep)), list(compress(values, keep))
+
+
+class CountRows(Accumulators):
+    initial = 0
+
+    def add(self, slots: Sequence[int], columns: Columns) -> None:
+        counts = self.values
+        for slot, n in Counter(slots).items():
+            counts[slot] += n
+
+
+class CountValues(CountRows):
+    def __init__(self, column: str) -> None:
+        super().__init__()
+        self.column = column
+
+    def add(self, slots: Sequence[int], columns: Columns) -> None:
+        counts = self.values
+        for slot, n in Counter(_present(slots, columns[self.column])[0]).items():
+            counts[slot] += n
+
+
+class SumValues(Accumulators):
+    """A group's sum is its first value, then `+` each next one, in arrival order."""
+
+    def __init__(self, column: str) -> None:
+        super().__init__()
+        self.column = column
+
+    def add(self, slots: Sequence[int], columns: Columns) -> None:
+        sums = self.values
+        present, values = _present(slots, columns[self.column])
+        for slot, value in zip(present, values, strict=True):
+            try:
+                sums[slot] += value
+            except TypeError:  # None + value: the group's first value
+                if sums[slot] is not None:
+                    raise
+                sums[slot] = value
+
+
+class MeanValues(Accumulators):
+    def __init__(self, column: str) -> None:
+        self.sums = SumValues(column)
+        self.counts = CountValues(column)
+
+    def ensure(self, size: int) -> None:
+        self.sums.ensure(size)
+        self.counts.ensure(size)
+
+    def add(self, slots: Sequence[int], columns: Columns) -> None:
+        self.sums.add(slots, columns)
+        self.counts.add(slots, columns)
+
+    def pop(self, slot: int) -> Any:
+        total, count = self.sums.pop(slot), self.counts.pop(slot)
+        return None if not count else total / count
+
+    def save(self, slot: int) -> Any:
+        return self.sums.save(slot), self.counts.save(slot)
+
+    def load(self, slot: int, saved: Any) -> None:
+        self.sums.load(slot, saved[0])
+        self.counts.load(slot, saved[1])
+
+
+class MinValues(Accumulators):
+    def __init__(self, column: str) -> None:
+        super().__init__()
+        self.column = column
+
+    def add(self, slots: Sequence[int], columns: Columns) -> None:
+        best = self.values
+        for slot, value in zip(*_present(slots, columns[self.column]), strict=True):
+            current = best[slot]
+            if current is None or value < current:
+                best[slot] = value
+
+
+class MaxValues(MinValues):
+    def add(self, slots: Sequence[int], columns: Columns) -> None:
+        best = self.values
+        for slot, value in zip(*_present(slots, columns[self.column]), strict=True):
+            current = best[slot]
+            if current is None or value > current:
+                best[slot] = value
+
+
+class UserCombine(Accumulators):
+    """A user `CombineFn`: an accumulator per group and chunk, merged into the group's."""
+
+    def __init__(self, fn: Any, schema: Schema, output_type: type, where: str) -> None:
+        self.fn = fn
+        self.schema = schema
+        self.output_type = output_type
+        self.where = where
+        self.accumulators: dict[int, Any] = {}
+
+    def ensure(self, size: int) -> None:
+        pass
+
+    def add(self, slots: Sequence[int], columns: Columns) -> None:
+        fn = self.fn
+        partial: dict[int, Any] = {}
+        for slot, row in zip(slots, columns_to_rows(columns, self.schema), strict=True):
+            if slot not in partial:
+                partial[slot] = fn.create_accumulator()
+            partial[slot] = fn.add_input(partial[slot], row)
+        for slot, accumulator in partial.items():
+            if slot in self.accumulators:
+                accumulator = fn.merge_accumulators([self.accumulators[slot], accumulator])
+            self.accumulators[slot] = accumulator
+
+    def pop(self, slot: int) -> Any:
+        value = self.fn.extract_output(self.accumulators.pop(slot))
+        return to_internal_value(value, self.output_type, self.where)
+
+    def save(self, slot: int) -> Any:
+        return copy.deepcopy(self.accumulators[slot])
+
+    def load(self, slot: int, saved: Any) -> None:
+        self.accumulators[slot] = copy.deepcopy(saved)
+
+
+def accumulators_for(
+    aggregate: Any, schema: Schema, output_type: type = object, where: str = "CombineFn"
+) -> Accumulators:
+    if isinstance(aggregate, Count):
+        return CountRows() if aggregate.column is None else CountValues(aggregate.column)
+    if isinstance(aggregate, Sum):
+        return SumValues(aggregate.column)
+    if isinstance(aggregate, Mean):
+        return MeanValues(aggregate.column)
+    if isinstance(aggregate, Min):
+        return MinValues(aggregate.column)
+    if isinstance(aggregate, Max):
+        return MaxValues(aggregate.column)
+    return UserCombine(aggregate, schema, output_type, where)

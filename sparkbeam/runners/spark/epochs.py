@@ -1,0 +1,185 @@
+"""Replayed input: the sources the runner feeds epoch by epoch (`TestStream`, `Create`,
+`ReadFiles` collected).
+
+All inputs of one query go into one parquet file per epoch (a channel column
+says whose), so a micro-batch never sees part of an epoch; the end of input is
+a sentinel row far in the future that moves every watermark past everything.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from sparkbeam.arrow import to_arrow
+from sparkbeam.graph import Node
+from sparkbeam.runners.shared.files import read_file
+from sparkbeam.runners.spark.arrow import spark_schema
+from sparkbeam.runners.spark.judges import FAR_FUTURE, FAR_FUTURE_INT
+from sparkbeam.schema import Columns, Schema, columns_to_rows, rows_to_columns
+from sparkbeam.transforms.connectors import ReadFromSpark
+from sparkbeam.transforms.files import ReadFiles, data_files
+from sparkbeam.transforms.sources import Create, TestStreamSource
+
+SENTINEL = "__sparkbeam_end"
+
+
+CHANNEL = "__sparkbeam_channel"
+
+
+class Channel:
+    """One input of a query (a source, a sentinel, an earlier stage's output) within its feed."""
+
+    def __init__(self, index: int, name: str, schema: Schema, label: str) -> None:
+        self.index = index
+        self.name = name
+        self.schema = schema
+        self.label = label
+        self.pending: Columns | None = None
+        self.frame: DataFrame | None = None
+
+    def column(self, name: str) -> str:
+        return f"__c{self.index}_{name}"
+
+    def put(self, columns: Columns) -> None:
+        """This channel's rows for the epoch being fed."""
+        self.pending = columns
+
+    def put_rows(self, rows: Sequence[dict[str, Any]], label: str) -> None:
+        self.put(rows_to_columns(rows, self.schema, label))
+
+
+class EpochFeed:
+    """All inputs of one query, as one directory Spark reads as a file stream.
+
+    Each epoch is one parquet file holding the rows of every channel (a tag
+    column says whose), written at once: Spark sees an epoch whole or not at
+    all, so a micro-batch never holds part of one. Each channel's DataFrame
+    is the one stream filtered by its tag (one source, read once per batch).
+    """
+
+    def __init__(self, directory: str, channels: Sequence[tuple[str, Schema, str]]) -> None:
+        self.directory = directory
+        os.makedirs(directory, exist_ok=True)
+        self.files = 0
+        self.channels = {
+            name: Channel(i, name, schema, label)
+            for i, (name, schema, label) in enumerate(channels)
+        }
+        fields: list[tuple[str, type]] = [(CHANNEL, int)]
+        for channel in self.channels.values():
+            fields += [(channel.column(n), kind) for n, kind in channel.schema.fields]
+        self.schema = Schema(tuple(fields))
+
+    def open(self, spark: SparkSession) -> None:
+        reader = spark.readStream.schema(spark_schema(self.schema, "input"))
+        stream = reader.option("maxFilesPerTrigger", 1).parquet(self.directory)
+        for channel in self.channels.values():
+            channel.frame = stream.filter(F.col(CHANNEL) == channel.index).select(
+                *(F.col(channel.column(n)).alias(n) for n in channel.schema.names)
+            )
+
+    def write(self) -> None:
+        """One file with every channel's pending rows (possibly none)."""
+        columns: Columns = {name: [] for name in self.schema.names}
+        for channel in self.channels.values():
+            pending, channel.pending = channel.pending, None
+            size = len(next(iter(pending.values()), [])) if pending else 0
+            if not size:
+                continue
+            assert pending is not None
+            for name in self.schema.names:
+                columns[name].extend([None] * size)
+            columns[CHANNEL][-size:] = [channel.index] * size
+            for name, values in pending.items():
+                columns[channel.column(name)][-size:] = values
+        table = to_arrow(columns, self.schema, "input")
+        final = os.path.join(self.directory, f"epoch-{self.files:06d}.parquet")
+        hidden = os.path.join(self.directory, f".epoch-{self.files:06d}.parquet.tmp")
+        pq.write_table(table, hidden)
+        os.replace(hidden, final)
+        self.files += 1
+
+
+def _file_rows(path: str, transform: ReadFiles, node: Node) -> tuple[dict[str, Any], ...]:
+    schema = node.info.schema
+    batches = read_file(path, transform.format, schema, node.label)
+    return tuple(row for columns in batches for row in columns_to_rows(columns, schema))
+
+
+def source_epochs(node: Node) -> tuple[tuple[dict[str, Any], ...], ...]:
+    """A source's rows by epoch: a TestStream's, one for a Create, and for ReadFiles one per
+    file in name order (`streaming=True`, as the direct runner) or all files in one."""
+    transform = node.transform
+    epochs: Sequence[Sequence[dict[str, Any]]]
+    if isinstance(transform, TestStreamSource):
+        epochs = transform.epochs
+    elif isinstance(transform, ReadFiles):
+        paths = data_files(transform.path, node.label)
+        files = [_file_rows(path, transform, node) for path in paths]
+        epochs = files if transform.streaming else [[row for rows in files for row in rows]]
+    else:
+        assert isinstance(transform, Create)
+        epochs = (transform.rows,)
+    return tuple(tuple(epoch) for epoch in epochs)
+
+
+def epoch_count(node: Node) -> int:
+    """How many epochs a replayed source has (`source_epochs`), without reading them."""
+    transform = node.transform
+    if isinstance(transform, TestStreamSource):
+        return len(transform.epochs)
+    if isinstance(transform, ReadFiles) and transform.streaming:
+        return len(data_files(transform.path, node.label))
+    return 1
+
+
+def is_replayed(node: Node, live: bool) -> bool:
+    """Whether the runner feeds this source's epochs itself (a source with an end)."""
+    transform = node.transform
+    if isinstance(transform, ReadFiles):
+        return not (live and transform.streaming)
+    return isinstance(transform, (TestStreamSource, Create))
+
+
+def is_live(node: Node, live: bool) -> bool:
+    """Whether Spark reads this source itself (a source with no end)."""
+    transform = node.transform
+    return isinstance(transform, ReadFromSpark) or (
+        live and isinstance(transform, ReadFiles) and transform.streaming
+    )
+
+
+_PLACEHOLDERS: dict[type, Any] = {
+    _dt.datetime: 0,
+    int: 0,
+    float: 0.0,
+    str: "",
+    bool: False,
+    bytes: b"",
+}
+
+
+def put_sentinel(source: Channel, column: str, kind: type, time: int | None = None) -> None:
+    """The row that ends the input: far in the future, and no column null, so that no
+    `IS NOT NULL` the optimizer infers (from a join key, say) can stop it on its way to
+    the watermark. With `time` (in the column's units), a marker row that lifts the
+    watermark to what that time gives instead (an idle input, `StreamingRun`)."""
+    columns: Columns = {
+        name: [_PLACEHOLDERS.get(source.schema.type_of(name))] for name in source.schema.names
+    }
+    if time is None:
+        time = (
+            FAR_FUTURE_INT
+            if kind is int
+            else (FAR_FUTURE - _dt.datetime(1970, 1, 1)) // _dt.timedelta(microseconds=1)
+        )
+    columns[column] = [time]
+    columns[SENTINEL] = [True]
+    source.put(columns)

@@ -1,0 +1,147 @@
+"""Time inside Spark, and judges: the columns Spark's stateful operators compare with its one
+watermark.
+
+Spark drops a row when `time <= watermark`, in milliseconds, at stateful
+operators only; the model drops it when `time < watermark`. So every stateful
+operator is keyed on a *judge* of its column instead of the column: a Spark
+timestamp `J(v)` with `J(v) <= W` exactly when `v < wm`, `W` being Spark's
+watermark and `wm` the model's. A column's judge is compiled from its
+transform's watermark rule (`sparkbeam.derivation`): every step moves the
+event time's own judge (`v + 1 microsecond`) by a constant. Event times are
+shifted by 1969 years inside Spark (its watermark never goes below 1970).
+README, "The Spark runner", says how this makes late rows exact.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Mapping, Sequence
+
+import attrs
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from sparkbeam.derivation import Add, Derived, Step
+from sparkbeam.graph import Node
+from sparkbeam.runners.spark.late_filter import (
+    Late,
+    Steps,
+)
+from sparkbeam.runners.spark.translate import (
+    _long,
+    units,
+)
+
+
+@attrs.frozen
+class Judge:
+    """A column's judge: `J(v) = spark_time(v + offset)`, which Spark compares with `W`.
+
+    Every rule of the model moves a watermark by a constant or floors it to an
+    aligned grid, so every judge is the event time's own judge (`offset = 1`)
+    moved by a constant: two columns with equal judges close at the same `W`.
+    """
+
+    kind: type
+    offset: int
+    steps: Steps = ()
+    """How the column's model watermark follows from the event time's (`late_filter.mark`)."""
+    held: bool = False
+    """The model caps this column's watermark by rows an operator holds (`Derived.held`):
+    the judge closes no earlier than the model's watermark, but may close later."""
+
+    def __call__(self, value: Column) -> Column:
+        return as_spark_time(_plus(value, self.kind, self.offset), self.kind)
+
+    def moved(self, amount: int, step: Step) -> Judge:
+        """The judge of `v` that this judge gives to `v + amount`; its watermark is this one's
+        through `step`."""
+        return Judge(self.kind, self.offset + amount, (*self.steps, step), self.held)
+
+    def through(self, derived: Derived) -> Judge:
+        """The judge of the column `derived` makes from this one's.
+
+        `Add(a)`: `v < wm + a` exactly when `v - a < wm`. `Floor(u)` gives grid
+        values, and for a grid value `v`, `v < floor(wm)` exactly when
+        `v + u - 1 < wm`.
+        """
+        judge = self
+        for step in derived.steps:
+            amount = -step.amount if isinstance(step, Add) else step.unit - 1
+            judge = judge.moved(amount, step)
+        return attrs.evolve(judge, held=judge.held or derived.held)
+
+    def late(self, column: str) -> Late:
+        """How `late_filter` judges `column` by this judge and names its watermark."""
+        shift = SHIFT_MICROS if self.kind is _dt.datetime else SHIFT_MICROS // 1000
+        return Late(self(F.col(column)), column, self.kind is _dt.datetime, shift, self.steps)
+
+
+WATERMARK_DELAY_KEY = "spark.watermarkDelayMs"
+
+
+JUDGE = "__sparkbeam_judge"
+
+
+SHIFT_MICROS = (_dt.datetime(1970, 1, 1) - _dt.datetime(1, 1, 1)) // _dt.timedelta(microseconds=1)
+"""Spark's watermark starts at 0 (1970) and never goes below it, so times before 1970 would
+all look late: Spark sees every event time moved forward by this much (year 1 becomes 1970).
+Event times after the year 8029 are out of Spark's range once shifted."""
+
+
+FAR_FUTURE = _dt.datetime(8000, 1, 1)
+
+
+FAR_FUTURE_INT = 100_000_000_000_000
+"""The sentinels' times: beyond any real row, still a Spark timestamp once shifted."""
+
+
+def as_spark_time(value: Column, kind: type) -> Column:
+    """A time value as the (shifted) Spark timestamp the watermark is kept in.
+
+    Integer times are read as milliseconds, so Spark's millisecond watermark
+    rounds nothing.
+    """
+    if kind is _dt.datetime:
+        return F.timestamp_micros(F.unix_micros(value) + _long(SHIFT_MICROS))
+    return F.timestamp_millis(value + _long(SHIFT_MICROS // 1000))
+
+
+def _plus(value: Column, kind: type, amount: int) -> Column:
+    if kind is _dt.datetime:
+        return F.timestamp_micros(units(value, kind) + _long(amount))
+    return value + _long(amount)
+
+
+def own_judge(kind: type) -> Judge:
+    return Judge(kind, 1)
+
+
+def stateful(frame: DataFrame, judges: Sequence[Column], delay_ms: int = 0) -> DataFrame:
+    """`frame` with the judge column Spark's stateful operators key their watermark on."""
+    judge = judges[0] if len(judges) == 1 else F.least(*judges)
+    return frame.withColumn(JUDGE, judge.alias(JUDGE, metadata={WATERMARK_DELAY_KEY: delay_ms}))
+
+
+def derive_judges(node: Node, inputs: Sequence[Mapping[str, Judge]]) -> dict[str, Judge]:
+    """The judges of a node's output from its inputs' judges: its watermark rule (`Node.rule`),
+    compiled.
+
+    Where inputs meet, a column's judge is the latest of theirs (the judge of
+    the minimum of their watermarks: it closes when the last of them does).
+    """
+    out: dict[str, Judge] = {}
+    for derived in node.rule.derived:
+        if derived.column not in node.info.watermarked:
+            continue
+        bases = [judges.get(derived.source) for judges in inputs]
+        if bases and all(base is not None for base in bases):
+            out[derived.column] = _greatest([b.through(derived) for b in bases if b is not None])
+    for column in node.rule.own:
+        out[column] = own_judge(node.info.schema.type_of(column))
+    return out
+
+
+def _greatest(judges: list[Judge]) -> Judge:
+    """The judge of the minimum of several watermarks: the latest of their judges."""
+    return max(judges, key=lambda judge: judge.offset)

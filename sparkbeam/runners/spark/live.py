@@ -1,0 +1,76 @@
+"""What Spark reads and writes itself in a production run: live file sources and the sinks
+(`WriteFiles` as Spark's file sink, `ForEachBatch`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import DataFrame
+
+from sparkbeam.arrow import from_arrow
+from sparkbeam.graph import Node
+from sparkbeam.runners.spark.arrow import spark_schema
+from sparkbeam.runners.spark.translate import (
+    connector_frame,
+    file_options,
+    files_schema,
+)
+from sparkbeam.schema import columns_to_rows
+from sparkbeam.transforms.connectors import ForEachBatch
+from sparkbeam.transforms.files import ReadFiles, WriteFiles, data_files
+
+if TYPE_CHECKING:
+    from sparkbeam.runners.spark.streaming import StreamingTranslation
+
+
+def live_files(run: StreamingTranslation, node: Node) -> DataFrame:
+    """`ReadFiles(streaming=True)` in a production run: Spark's file source on the directory,
+    one new file per micro-batch (an epoch, as on the direct runner). Spark takes new
+    files in the order of their modification times; the direct runner in name order.
+    CSV columns are read in the header order of the first file there at the start."""
+    transform = node.transform
+    assert isinstance(transform, ReadFiles)
+    files = data_files(transform.path, node.label)
+    schema = files_schema(transform.format, files, node.info.schema, node.label)
+    reader = run.spark.readStream.format(transform.format)
+    reader = reader.schema(spark_schema(schema, node.label))
+    options = {**file_options(transform.format, write=False), "maxFilesPerTrigger": "1"}
+    return connector_frame(reader.options(**options).load(transform.path), node)
+
+
+Sink = Callable[[DataFrame], Any]
+"""Turns a query's DataFrame into the `DataStreamWriter` of a production sink."""
+
+
+def file_sink(node: Node) -> Sink:
+    """`WriteFiles` on unbounded input: Spark's file sink (exactly once with its checkpoint)."""
+    transform = node.transform
+    assert isinstance(transform, WriteFiles)
+
+    def attach(frame: DataFrame) -> Any:
+        writer = frame.writeStream.format(transform.format)
+        writer = writer.options(**file_options(transform.format, write=True))
+        return writer.option("path", transform.path)
+
+    return attach
+
+
+def callback_sink(node: Node) -> Sink:
+    """`ForEachBatch`: the user's function with each micro-batch's rows and its batch id."""
+    transform = node.transform
+    assert isinstance(transform, ForEachBatch)
+    schema = node.info.schema
+    fn = transform.fn
+
+    def call(batch: DataFrame, batch_id: int) -> None:
+        rows = columns_to_rows(from_arrow(batch.toArrow(), schema), schema)
+        if rows:
+            fn(rows, batch_id)
+
+    return lambda frame: frame.writeStream.foreachBatch(call)
+
+
+def sink_of(node: Node) -> Sink:
+    return file_sink(node) if isinstance(node.transform, WriteFiles) else callback_sink(node)

@@ -1,0 +1,108 @@
+"""Where watermarks of different `WithWatermark`s meet (`Union`, `Join`): idle inputs,
+`policy="max"` and what Spark's one watermark per query cannot separate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from sparkbeam.errors import PipelineError
+from sparkbeam.graph import Node
+from sparkbeam.runners.spark.arrow import spark_schema
+from sparkbeam.runners.spark.judges import Judge
+from sparkbeam.runners.spark.late_filter import (
+    current_watermark_filter,
+    late_against_current_watermark,
+)
+from sparkbeam.runners.spark.translate import (
+    join_output,
+)
+from sparkbeam.schema import Schema
+from sparkbeam.transforms.join import Join
+from sparkbeam.transforms.late import LATE_WATERMARK
+from sparkbeam.transforms.watermark import WithWatermark
+
+if TYPE_CHECKING:
+    from sparkbeam.runners.spark.streaming import StreamingTranslation
+
+
+def may_idle(run: StreamingTranslation, node: Node) -> bool:
+    """Whether an input of `node` comes from a `WithWatermark` with `idle_after` (epochs)."""
+    for origin in run.origins[node.id]:
+        transform = run.nodes[origin].transform
+        if isinstance(transform, WithWatermark) and transform.idle_after is not None:
+            return True
+    return False
+
+
+def require_separable_origins(run: StreamingTranslation, node: Node) -> None:
+    """Refuse a merge of watermarks from `WithWatermark`s chained one after the other.
+
+    Merges of independent `WithWatermark`s run as one stage query per origin
+    (`StreamingRun`); a `WithWatermark` downstream of another cannot be cut
+    out that way.
+    """
+    origins = frozenset().union(*(run.origins[i] for i in node.inputs))
+    nested = [o for o in origins if any(o in run.origins[p] for p in origins if p != o)]
+    if len(origins) > 1 and nested:
+        raise PipelineError(
+            f"{node.label}: its inputs carry watermarks of WithWatermark transforms chained "
+            "one after another; Spark keeps one watermark per query, so the Spark runner "
+            "cannot judge their late rows apart. Keep one WithWatermark per input branch"
+        )
+
+
+def judged_sides(
+    run: StreamingTranslation,
+    node: Node,
+    left: DataFrame,
+    right: DataFrame,
+    judges: list[dict[str, Judge]],
+    window_keys: Sequence[str],
+) -> tuple[DataFrame, DataFrame, DataFrame]:
+    """A join's sides under `policy="max"` or with an idle input: the rows not below Spark's
+    watermark on a window key, and the others, its late rows, laid out as unmatched rows."""
+    transform = node.transform
+    assert isinstance(transform, Join)
+    if not window_keys:
+        raise PipelineError(
+            f"{node.label}: policy='max' or an idle input (idle_after) at a Join with no "
+            "window key (a column of `on` watermarked on both sides) is not supported by the "
+            "Spark runner on unbounded input (Spark cleans an interval join's state by the "
+            "query's one watermark, the model by each side's own); join on a window key, or "
+            "use policy='min' without idle_after"
+        )
+    schemas = [run.nodes[i].info.schema for i in node.inputs]
+    for key in window_keys:
+        if judges[0][key] != judges[1][key]:
+            raise PipelineError(
+                f"{node.label}: {key!r} is derived differently on the two sides (different "
+                "window sizes or shifts), so Spark's one watermark cannot judge its rows under "
+                "policy='max' or with an idle input; derive it alike on both sides"
+            )
+    prefixed = [
+        Schema(tuple((f"__{side}_{name}", kind) for name, kind in schema.fields))
+        for side, schema in zip("lr", schemas, strict=True)
+    ]
+    kept, late_rows = [], []
+    for port, frame in enumerate((left, right)):
+        frame = frame.observe(f"in_{node.id}_{port}", F.count(F.lit(1)).alias("rows"))
+        side = "lr"[port]
+        late = [judges[port][key].late(f"__{side}_{key}") for key in window_keys]
+        kind = schemas[port].type_of(window_keys[0])
+        output = prefixed[port].with_columns((LATE_WATERMARK, kind))
+        judged = [entry.judge for entry in late]
+        passed = current_watermark_filter(frame, prefixed[port], judged, node.label)
+        kept.append(passed.observe(f"out_{node.id}_{port}", F.count(F.lit(1)).alias("rows")))
+        rows = late_against_current_watermark(frame, prefixed[port], late, output, node.label)
+        other = prefixed[1 - port]
+        types = spark_schema(other, node.label)
+        for field in types.fields:
+            rows = rows.withColumn(field.name, F.lit(None).cast(field.dataType))
+        unmatched = join_output(transform, schemas[0], schemas[1], node.label)
+        late_rows.append(rows.select(*unmatched, LATE_WATERMARK))
+    return kept[0], kept[1], late_rows[0].unionByName(late_rows[1])

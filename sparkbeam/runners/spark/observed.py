@@ -1,0 +1,64 @@
+"""What every query counts as it runs (Spark's observed metrics): rows per transform and the
+largest value of each watermarked column, read back for `metrics()` and `late_count`.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Mapping
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from sparkbeam.graph import Node
+from sparkbeam.runners.spark.judges import Judge
+from sparkbeam.runners.spark.late_filter import mark as mark_of
+from sparkbeam.runners.spark.translate import (
+    units,
+)
+from sparkbeam.time import ONE_MICROSECOND, from_micros
+
+LATEST = "latest"
+"""Observed fields named so hold the largest value over micro-batches, not the sum."""
+
+
+def observed(node: Node, frame: DataFrame) -> DataFrame:
+    """`frame` counting its rows (`n_<id>.rows`) and the largest value of each watermarked
+    column (`n_<id>.latest_<i>`, in the column's units, `i` in sorted column order)."""
+    schema = node.info.schema
+    fields = [F.count(F.lit(1)).alias("rows")]
+    for i, column in enumerate(sorted(node.info.watermarked)):
+        value = units(F.col(column), schema.type_of(column))
+        fields.append(F.max(value).alias(f"{LATEST}_{i}"))
+    return frame.observe(f"n_{node.id}", *fields)
+
+
+def streaming_watermarks(
+    node: Node, counts: Mapping[str, int], mark: tuple[int, dict[str, Judge]] | None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A node's watermark and lag per column from Spark's watermark `mark` (ms) and judges."""
+    if mark is None:
+        return {}, {}
+    watermark_ms, judges = mark
+    watermarks: dict[str, Any] = {}
+    lags: dict[str, Any] = {}
+    schema = node.info.schema
+    for i, column in enumerate(sorted(node.info.watermarked)):
+        judge = judges.get(column)
+        if judge is None or judge.held:  # held: Spark does not know the model's value
+            continue
+        kind = schema.type_of(column)
+        late = judge.late(column)
+        spark = watermark_ms * 1000 if late.is_datetime else watermark_ms
+        value = mark_of(spark - late.shift, late.steps)
+        latest = counts.get(f"n_{node.id}.latest_{i}")
+        if kind is _dt.datetime:
+            watermarks[column] = from_micros(value)
+            if latest is not None:
+                lags[column] = (latest - value) * ONE_MICROSECOND
+        else:
+            watermarks[column] = value
+            if latest is not None:
+                lags[column] = latest - value
+    return watermarks, lags

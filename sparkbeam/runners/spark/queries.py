@@ -1,0 +1,431 @@
+"""Starting and feeding the streaming queries of one PCollection: stage queries where
+watermarks of different `WithWatermark`s meet, the final query, and the epoch loop (idle
+inputs, watermark alignment, the end-of-input flush).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+
+from sparkbeam.arrow import from_arrow
+from sparkbeam.errors import PipelineError
+from sparkbeam.graph import Node
+from sparkbeam.runners.shared.alignment import AlignmentGraph
+from sparkbeam.runners.spark.epochs import Channel, epoch_count, is_live, is_replayed, put_sentinel
+from sparkbeam.runners.spark.judges import Judge
+from sparkbeam.runners.spark.live import Sink
+from sparkbeam.runners.spark.observed import LATEST
+from sparkbeam.runners.spark.planning import ancestors, origins_meet, stateful_depth
+from sparkbeam.runners.spark.streaming import MAX_POLICY, StreamingTranslation
+from sparkbeam.schema import columns_to_rows
+from sparkbeam.transforms.watermark import WithWatermark
+
+ONE_WATERMARK = ("spark.sql.streaming.statefulOperator.allowMultiple", "false")
+"""Spark's stateful operators drop late input by the previous batch's watermark (and evict
+state by the current one), so that rows one operator emits are not late for the next. That
+is the model's watermark only when a no-data batch runs between two data batches, as when
+the runner feeds epochs; a live source with a backlog runs data batches back to back. With
+this setting every operator judges by the current batch's watermark: exact for the
+late-row filter and one operator after it (rows it passes lie above that watermark), wrong
+for an operator after another (what the first emits would be late for the second)."""
+
+
+_STARTING = threading.Lock()
+
+
+class Stage:
+    """One streaming query: the ancestors of `target`, with a sink that keeps each epoch's rows
+    (or the production `sink`: files, or the user's callback).
+
+    With `output`, the rows of each epoch also go to that channel of a later
+    stage's feed.
+    """
+
+    def __init__(
+        self,
+        translation: StreamingTranslation,
+        target: Node,
+        output: Channel | None = None,
+        sink: Sink | None = None,
+    ) -> None:
+        self.translation = translation
+        self.target = target
+        self.output = output
+        self.sink = sink
+        self.tables: list[pa.Table] = []
+        self.epochs: list[list[dict[str, Any]]] = []
+        self.metrics: dict[str, int] = {}
+        self.counted: dict[str, int] = {}
+        """The observed metrics of the last epoch's micro-batches."""
+        self.latest: int | None = None
+        """The latest event time (in units) among the rows emitted, for a `WithWatermark`."""
+        self.seen_batches: set[int] = set()
+        self.watermark_ms: int | None = None
+        """Spark's watermark after the last epoch before the end of input (`record_watermark`)."""
+        self.query: Any = None
+
+    def start(self, checkpoint: str, trigger: str | None = None) -> None:
+        tables = self.tables
+
+        def keep(batch: DataFrame, batch_id: int) -> None:
+            tables.append(batch.toArrow())
+
+        frame = self.translation.frames[self.target.id]
+        if self.sink is None:
+            writer = frame.writeStream.foreachBatch(keep)
+        else:
+            writer = self.sink(frame.select(*self.target.info.schema.names))
+        writer = writer.outputMode("append").option("checkpointLocation", checkpoint)
+        if trigger is not None:
+            writer = writer.trigger(processingTime=trigger)
+        # A query keeps the session's settings as it starts: set this query's only while it
+        # starts, and start one query at a time (`prepare` starts them from several threads).
+        conf = self.translation.spark.conf
+        with _STARTING:
+            before = {key: conf.get(key, None) for key in self.translation.settings}
+            for key, value in self.translation.settings.items():
+                conf.set(key, value)
+            try:
+                self.query = writer.start()
+            finally:
+                for key, old in before.items():
+                    if old is None:
+                        conf.unset(key)
+                    else:
+                        conf.set(key, old)
+
+    def feed(self, reads: dict[int, int] | None) -> None:
+        """Write the next epoch's file: source `s`'s epoch `reads[s]` (a source not in `reads`
+        brings no rows), or with `reads=None` the end of input."""
+        translation = self.translation
+        if reads is not None:
+            for node_id, source in translation.sources.items():
+                if node_id in reads:
+                    rows = translation.epochs_of(node_id)[reads[node_id]]
+                    source.put_rows(rows, translation.nodes[node_id].label)
+        else:
+            for node_id, sentinel in translation.sentinels.items():
+                node = translation.nodes[node_id]
+                transform = node.transform
+                assert isinstance(transform, WithWatermark)
+                put_sentinel(sentinel, transform.column, node.info.schema.type_of(transform.column))
+        translation.feed.write()
+
+    def process(self) -> None:
+        """Run every micro-batch the new files allow; keep their rows as one epoch."""
+        schema = self.target.info.schema
+        start = len(self.tables)
+        self.query.processAllAvailable()
+        columns: dict[str, list[Any]] = {name: [] for name in schema.names}
+        for table in self.tables[start:]:
+            for name, values in from_arrow(table, schema).items():
+                columns[name].extend(values)
+        self.epochs.append(columns_to_rows(columns, schema))
+        if self.output is not None:
+            self.output.put(columns)
+        transform = self.target.transform
+        if isinstance(transform, WithWatermark):
+            # columns hold times in their units (datetimes as microseconds)
+            times = [v for v in columns[transform.column] if v is not None]
+            if times:
+                self.latest = max(times) if self.latest is None else max(self.latest, *times)
+        self.counted = self.collect_metrics()
+
+    def collect_metrics(self) -> dict[str, int]:
+        """Add up the observed metrics of the micro-batches not counted yet (and return them)."""
+        counted: dict[str, int] = {}
+        for progress in self.query.recentProgress:
+            # A trigger that found nothing to run reports the next batch's id with no
+            # observed metrics, before that batch reports its own: count only batches run.
+            observed = progress.get("observedMetrics")
+            if not observed or progress["batchId"] in self.seen_batches:
+                continue
+            self.seen_batches.add(progress["batchId"])
+            for name, metric in observed.items():
+                for field, value in metric.asDict().items():
+                    key = f"{name}.{field}"
+                    if field.startswith(LATEST):  # the largest value so far (None: no rows)
+                        if value is not None:
+                            before = self.metrics.get(key)
+                            self.metrics[key] = value if before is None else max(before, value)
+                        continue
+                    self.metrics[key] = self.metrics.get(key, 0) + int(value)
+                    counted[key] = counted.get(key, 0) + int(value)
+        return counted
+
+    def record_watermark(self) -> None:
+        """Keep Spark's watermark after the epoch just run (milliseconds of Spark time)."""
+        progress = self.query.lastProgress or {}
+        text = (progress.get("eventTime") or {}).get("watermark")
+        if text:
+            moment = _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+            epoch = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
+            self.watermark_ms = (moment - epoch) // _dt.timedelta(milliseconds=1)
+
+
+class StreamingRun:
+    """Runs the queries of one PCollection epoch by epoch and keeps what each epoch emitted.
+
+    Spark keeps one watermark per query. When watermarks of different
+    `WithWatermark`s meet (a `Union` or `Join`), each of those runs as its own
+    stage query, so its late rows are judged against its own watermark; its
+    output is fed, epoch by epoch, to the final query, which declares the same
+    watermark again on the surviving rows (their maximum is the same, since
+    late rows lie below the watermark) and takes the minimum where they meet.
+
+    With a production `sink` (`WriteFiles`, `ForEachBatch`) the final query
+    writes there instead. With `live`, `ReadFiles(streaming=True)` is Spark's
+    own file source; a query that reads a live source (that or a
+    `ReadFromSpark`) is started and left running (`stop` ends it), with its
+    checkpoint and state under `directory`, so that a query started again on
+    the same directory goes on where the last one stopped.
+    """
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        nodes: Sequence[Node],
+        target: Node,
+        sink: Sink | None = None,
+        directory: str | None = None,
+        live: bool = False,
+        trigger: str | None = None,
+    ) -> None:
+        self.spark = spark
+        self.trigger = trigger
+        self.live_run = live
+        """Whether `ReadFiles(streaming=True)` is Spark's own file source (a run with sinks)."""
+        upstream = ancestors(nodes, target)
+        live_sources = [nodes[n].label for n in sorted(upstream) if is_live(nodes[n], live)]
+        replayed = [nodes[n].label for n in sorted(upstream) if is_replayed(nodes[n], live)]
+        self.live = bool(live_sources)
+        self.keep = directory is not None and self.live
+        """A replayed run always starts afresh: its checkpoint is temporary."""
+        self.directory = (
+            directory
+            if directory is not None and self.live
+            else tempfile.mkdtemp(prefix="sparkbeam-stream-")
+        )
+        self.resumed = self.keep and os.path.exists(os.path.join(self.directory, "checkpoint-0"))
+        """Whether the query goes on from the checkpoint of an earlier one."""
+        if live_sources and sink is None:
+            raise PipelineError(
+                f"{target.label}: reads {live_sources[0]}, a source with no end that the Spark "
+                "runner cannot replay for collect; send its rows to a sink (WriteFiles or "
+                "ForEachBatch) and run the pipeline, or test it with a TestStream"
+            )
+        if live_sources and replayed:
+            raise PipelineError(
+                f"{target.label}: reads {live_sources[0]} (Spark reads it as it grows) and "
+                f"{replayed[0]} (replayed epoch by epoch) in one query; Spark cannot line their "
+                "epochs up: read both through Spark (ReadFiles(streaming=True), ReadFromSpark)"
+            )
+        origins = [n for n in sorted(upstream) if isinstance(nodes[n].transform, WithWatermark)]
+        staged = set(origins) if origins_meet(nodes, upstream) else set()
+        if live_sources and staged:
+            raise PipelineError(
+                f"{target.label}: watermarks of different WithWatermark transforms meet in a "
+                "Union or Join; the Spark runner runs such pipelines only over sources it "
+                "replays (TestStream, ReadFiles collected), not over live ones yet"
+            )
+        needed = ancestors(nodes, target, stop=staged)
+        final = StreamingTranslation(
+            spark, nodes, os.path.join(self.directory, "final"), needed, staged, live
+        )
+        self.stages: list[Stage] = []
+        for origin in sorted(staged):
+            node = nodes[origin]
+            directory = os.path.join(self.directory, f"stage-{origin}")
+            translation = StreamingTranslation(spark, nodes, directory, ancestors(nodes, node))
+            self.stages.append(Stage(translation, node, final.channel(f"staged-{origin}")))
+        if self.live:
+            # Back-to-back batches: judge late rows by the current batch's watermark.
+            if stateful_depth(nodes, needed) <= 2:
+                # the filter and at most one operator after it
+                final.settings[ONE_WATERMARK[0]] = ONE_WATERMARK[1]
+            else:
+                final.late_filter = "current"
+        self.alignment = AlignmentGraph.of(nodes)
+        """Watermark alignment (`max_drift`): which sources to hold back after each epoch."""
+        if self.alignment is not None:
+            self._shadow_stages(spark, nodes, live_sources, staged | needed)
+        self.final = Stage(final, target, sink=sink)
+        self.stages.append(self.final)
+
+    def _shadow_stages(
+        self, spark: SparkSession, nodes: Sequence[Node], live: list[str], observed: set[int]
+    ) -> None:
+        """A stage query for each `WithWatermark` of the alignment this run's queries do not
+        hold: its watermark decides which sources are held back, as on the direct runner."""
+        assert self.alignment is not None
+        drifting = [nodes[o] for o in sorted(self.alignment.drift)]
+        if live:
+            raise PipelineError(
+                f"{drifting[0].label}: max_drift holds back a source's epochs, which the Spark "
+                f"runner can do only for sources it replays (TestStream, Create, ReadFiles "
+                f"collected); {live[0]} is read by Spark itself. Drop max_drift, or run the "
+                "pipeline on the direct runner"
+            )
+        idle = [
+            n for n in nodes if isinstance(n.transform, WithWatermark) and n.transform.idle_after
+        ]
+        if idle:
+            raise PipelineError(
+                f"{drifting[0].label}: max_drift together with idle_after ({idle[0].label}) is "
+                "not supported by the Spark runner yet; use one of them, or run the pipeline "
+                "on the direct runner"
+            )
+        group = set(self.alignment.drift).union(*self.alignment.peers.values())
+        for origin in sorted(group - observed):
+            node = nodes[origin]
+            directory = os.path.join(self.directory, f"shadow-{origin}")
+            translation = StreamingTranslation(spark, nodes, directory, ancestors(nodes, node))
+            self.stages.append(Stage(translation, node))
+
+    def _watermark(self, origin: int) -> int | None:
+        """The model's watermark of `origin` (a `WithWatermark`) after the epochs run so far."""
+        node = self.final.translation.nodes[origin]
+        transform = node.transform
+        assert isinstance(transform, WithWatermark)
+        index = sorted(node.info.watermarked).index(transform.column)
+        for stage in self.stages:
+            latest = stage.metrics.get(f"n_{origin}.{LATEST}_{index}")
+            if latest is not None:
+                return transform.watermark_function(node.info.schema)(latest)
+        return None
+
+    @property
+    def epochs(self) -> list[list[dict[str, Any]]]:
+        return self.final.epochs
+
+    @property
+    def metrics(self) -> dict[str, int]:
+        merged: dict[str, int] = {}
+        for stage in self.stages:
+            if self.live:
+                stage.collect_metrics()
+            for key, value in stage.metrics.items():
+                merged[key] = merged.get(key, 0) + value
+        return merged
+
+    def watermarks(self) -> dict[int, tuple[int, dict[str, Judge]]]:
+        """For each node a stage query counts: Spark's watermark there (after the last epoch
+        before the end of input; a live query's now) and its columns' judges."""
+        out: dict[int, tuple[int, dict[str, Judge]]] = {}
+        for stage in self.stages:
+            if self.live:
+                stage.record_watermark()
+            if not stage.watermark_ms:  # none yet (Spark's starts at 0)
+                continue
+            translation = stage.translation
+            for node_id in translation.selected - translation.staged:
+                out[node_id] = (stage.watermark_ms, translation.judges.get(node_id, {}))
+        return out
+
+    def translate(self) -> None:
+        for stage in self.stages:
+            stage.translation.run()
+
+    def execute(self) -> None:
+        """Replayed sources: every epoch, the end-of-input flush, then stop. Live: start."""
+        try:
+            for index, stage in enumerate(self.stages):
+                stage.start(os.path.join(self.directory, f"checkpoint-{index}"), self.trigger)
+            if self.live:
+                return
+            # As many epochs as the pipeline's longest source, as on the direct runner, also
+            # where that source is not one of this query's; more where sources are held back.
+            nodes = self.final.translation.nodes
+            counts = {n.id: epoch_count(n) for n in nodes if is_replayed(n, self.live_run)}
+            read = dict.fromkeys(counts, 0)
+            held: set[int] = set()
+            idle = IdleInputs(self.stages[:-1], self.final.translation)
+            while any(read[s] < counts[s] for s in counts):
+                reads = {s: read[s] for s in counts if s not in held and read[s] < counts[s]}
+                for stage in self.stages:
+                    if stage is self.final:
+                        idle.mark()
+                    stage.feed(reads)
+                    stage.process()
+                    stage.record_watermark()
+                for source in reads:
+                    read[source] += 1
+                if self.alignment is not None:
+                    running = {s for s in counts if read[s] < counts[s]}
+                    held = self.alignment.held(running, self._watermark, lambda origin: False)
+            for stage in self.stages:
+                stage.feed(None)
+                stage.process()
+        except BaseException:
+            self.stop()
+            raise
+        self.stop()
+
+    def stop(self) -> None:
+        for stage in self.stages:
+            if stage.query is not None:
+                stage.query.stop()
+        if not self.keep:
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+
+class IdleInputs:
+    """`WithWatermark(idle_after=n)` where watermarks meet: which stage queries' inputs are
+    idle, and the marker rows that leave them out of the final query's minimum.
+
+    As on the direct runner, an origin whose input brought no rows (counted by
+    its stage query) for `n` epochs in a row is idle until its next row. Each
+    epoch it is idle, its channel of the final query gets a marker row (the
+    end-of-input sentinel's kind, filtered out after the watermark) that lifts
+    its watermark to the minimum of the active origins' (computed from the
+    rows each stage emitted, as the model does). Spark's minimum is then the
+    model's; when the origin comes back, Spark's watermark stays where the
+    markers put it until the origin's own passes it, which is what the model's
+    merge emits (it never goes back), and its rows below it are the merge's
+    late rows. Under `policy="max"` an idle input changes nothing Spark
+    emits.
+    """
+
+    def __init__(self, stages: Sequence[Stage], final: StreamingTranslation) -> None:
+        self.final = final
+        self.stages = [s for s in stages if isinstance(s.target.transform, WithWatermark)]
+        self.empty = {stage.target.id: 0 for stage in self.stages}
+
+    def mark(self) -> None:
+        """After the stage queries ran an epoch: put the final query's marker rows."""
+        if self.final.settings.get(MAX_POLICY[0]) == MAX_POLICY[1]:
+            return
+        idle, active = [], []
+        for stage in self.stages:
+            transform = stage.target.transform
+            assert isinstance(transform, WithWatermark)
+            schema = stage.target.info.schema
+            after = transform.idle_epochs(stage.target.label)
+            node_id = stage.target.id
+            seen = stage.counted.get(f"in_{node_id}.rows", 0)
+            seen += stage.counted.get(f"in_{node_id}.invalid", 0)
+            self.empty[node_id] = 0 if seen else self.empty[node_id] + 1
+            mark = None
+            if stage.latest is not None:
+                mark = transform.watermark_function(schema)(stage.latest)
+            if after is not None and self.empty[node_id] >= after:
+                idle.append((stage, transform, schema))
+            else:
+                active.append(mark)
+        if not idle or not active or any(mark is None for mark in active):
+            return
+        lowest = min(mark for mark in active if mark is not None)
+        for stage, transform, schema in idle:
+            delay = transform.delay_units(schema, stage.target.label)
+            kind = schema.type_of(transform.column)
+            channel = self.final.sentinels[stage.target.id]
+            put_sentinel(channel, transform.column, kind, lowest + delay)

@@ -1,0 +1,259 @@
+"""The result of an unbounded pipeline on Spark: its sinks' queries, and one query per
+collected PCollection, run when first asked for.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import re
+import shutil
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import SparkSession
+
+from sparkbeam.errors import PipelineError
+from sparkbeam.graph import Node
+from sparkbeam.metrics import TransformMetrics
+from sparkbeam.runners.spark.engine_errors import spark_errors
+from sparkbeam.runners.spark.judges import Judge
+from sparkbeam.runners.spark.live import sink_of
+from sparkbeam.runners.spark.observed import streaming_watermarks
+from sparkbeam.runners.spark.planning import ancestors
+from sparkbeam.runners.spark.queries import StreamingRun
+from sparkbeam.schema import Row
+from sparkbeam.transforms.connectors import ForEachBatch
+from sparkbeam.transforms.files import WriteFiles
+from sparkbeam.transforms.join import Join
+from sparkbeam.transforms.late import DroppedRows
+from sparkbeam.transforms.union import Union
+from sparkbeam.transforms.watermark import WithWatermark
+
+
+def _slug(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("_") or "sink"
+
+
+SIDE_BY_SIDE = 3
+"""How many queries `prepare` runs at once: each spends most of a micro-batch waiting on
+Spark's scheduling, but each also starts Python workers (functions, `transformWithState`),
+and too many starting at once on a small machine miss Spark's connect-back timeout."""
+
+if TYPE_CHECKING:
+    from sparkbeam.pipeline import PCollection, Pipeline
+
+
+class SparkStreamingResult:
+    """The results of an unbounded pipeline: each PCollection's query runs when first asked for.
+
+    A query replays every epoch of the sources, one micro-batch per epoch,
+    then the end-of-input flush; `collect_by_epoch` gives the rows each epoch
+    (its data batch and no-data batch) emitted, then those of the flush.
+    """
+
+    def __init__(self, pipeline: Pipeline, spark: SparkSession) -> None:
+        self.pipeline = pipeline
+        self.spark = spark
+        self.runs: dict[int, StreamingRun] = {}
+        self.sinks: dict[int, StreamingRun] = {}
+        """The production queries, one per sink (`WriteFiles`, `ForEachBatch`)."""
+
+    def start_sinks(self, checkpoint_location: str | None, trigger: str | None) -> None:
+        """One query per sink. Over replayed sources (`TestStream`, `Create`) it runs every
+        epoch and the end-of-input flush, then stops; over live ones (`ReadFromSpark`,
+        `ReadFiles(streaming=True)`) it is started and left running."""
+        for node in self.pipeline.nodes:
+            if not isinstance(node.transform, (WriteFiles, ForEachBatch)):
+                continue
+            directory = None
+            if checkpoint_location is not None:
+                directory = os.path.join(checkpoint_location, _slug(node.label))
+            run = StreamingRun(
+                self.spark,
+                self.pipeline.nodes,
+                node,
+                sink=sink_of(node),
+                directory=directory,
+                live=True,
+                trigger=trigger,
+            )
+            transform = node.transform
+            if isinstance(transform, WriteFiles) and transform.mode == "overwrite":
+                fresh = not run.resumed and os.path.exists(transform.path)
+                if fresh:  # a query resumed from its checkpoint appends instead
+                    shutil.rmtree(transform.path)
+            run.translate()
+            with spark_errors():
+                run.execute()
+            self.sinks[node.id] = run
+
+    @property
+    def queries(self) -> list[Any]:
+        """The running Spark `StreamingQuery`s of live sinks."""
+        return [s.query for run in self.sinks.values() if run.live for s in run.stages]
+
+    def process_all_available(self) -> None:
+        """Block until the live queries have processed every row available now (tests)."""
+        with spark_errors():
+            for query in self.queries:
+                query.processAllAvailable()
+
+    def await_termination(self, timeout: float | None = None) -> bool:
+        """Wait for the live queries to end (all of them, within `timeout` seconds each)."""
+        with spark_errors():
+            return all(query.awaitTermination(timeout) is not False for query in self.queries)
+
+    def stop(self) -> None:
+        """Stop the live queries; their checkpoints stay, to start again from."""
+        for run in self.sinks.values():
+            run.stop()
+
+    def _run(self, pcoll: PCollection) -> StreamingRun:
+        if pcoll.pipeline is not self.pipeline:
+            raise PipelineError(f"{pcoll.node.label}: that PCollection is of another pipeline")
+        return self._run_node(pcoll.node)
+
+    def _run_node(self, node: Node) -> StreamingRun:
+        run = self.runs.get(node.id)
+        if run is None:
+            run = StreamingRun(self.spark, self.pipeline.nodes, node)
+            run.translate()
+            with spark_errors():
+                run.execute()
+            self.runs[node.id] = run
+        return run
+
+    def prepare(self, *pcolls: PCollection) -> None:
+        """Run the queries of `pcolls` side by side, so that collecting them is immediate.
+
+        Each query spends most of a micro-batch waiting on Spark's scheduling,
+        so several at once take little longer than one.
+        """
+        for pcoll in pcolls:
+            if pcoll.pipeline is not self.pipeline:
+                raise PipelineError(f"{pcoll.node.label}: that PCollection is of another pipeline")
+        self._prepare_nodes(list({pcoll.node.id: pcoll.node for pcoll in pcolls}.values()))
+
+    def collect(self, pcoll: PCollection) -> list[Row]:
+        return [row for epoch in self.collect_by_epoch(pcoll) for row in epoch]
+
+    def collect_by_epoch(self, pcoll: PCollection) -> list[list[Row]]:
+        return self._run(pcoll).epochs
+
+    def _counts(self, pcoll: PCollection) -> dict[str, int]:
+        """The observed counts of a query that ran `pcoll`'s late-row filter (its own query's
+        when none did yet); a live sink's query counts the micro-batches run so far."""
+        if pcoll.pipeline is not self.pipeline:
+            raise PipelineError(f"{pcoll.node.label}: that PCollection is of another pipeline")
+        filtered = re.compile(rf"out_{pcoll.node.id}(_\d)?\.rows")
+        # A query of a WithWatermark's late rows runs only its input: not that one.
+        for run in [*self.sinks.values(), *self.runs.values()]:
+            metrics = run.metrics
+            if any(filtered.fullmatch(key) for key in metrics):
+                return metrics
+        return self._run(pcoll).metrics
+
+    def late_count(self, pcoll: PCollection) -> int:
+        """Rows into the late-row filter minus rows out of it, summed over micro-batches.
+
+        A `Union` or `Join` under `policy="min"` with no idle input upstream
+        drops none (no row is below its watermark) and runs no query for it."""
+        node = pcoll.node
+        transform = node.transform
+        if not isinstance(transform, (WithWatermark, Union, Join)):
+            raise PipelineError(
+                f"{node.label}: late rows are counted by WithWatermark (and by Union and "
+                "Join); pass the PCollection that .with_watermark(...) returned"
+            )
+        if isinstance(transform, (Union, Join)) and transform.policy == "min":
+            nodes = self.pipeline.nodes
+            upstream = [nodes[i].transform for i in ancestors(nodes, node)]
+            if not any(isinstance(t, WithWatermark) and t.idle_after is not None for t in upstream):
+                return 0
+        counts = self._counts(pcoll)
+
+        def total(kind: str) -> int:
+            mine = re.compile(rf"{kind}_{node.id}(_\d)?\.rows")
+            return sum(value for key, value in counts.items() if mine.fullmatch(key))
+
+        return total("in") - total("out")
+
+    def invalid_count(self, pcoll: PCollection) -> int:
+        if not isinstance(pcoll.node.transform, WithWatermark):
+            raise PipelineError(
+                f"{pcoll.node.label}: rows with no event time are counted by WithWatermark; "
+                "pass the PCollection that .with_watermark(...) returned"
+            )
+        return self._counts(pcoll).get(f"in_{pcoll.node.id}.invalid", 0)
+
+    def metrics(self) -> dict[str, TransformMetrics]:
+        """Per transform (by label, in graph order): rows in and out, drops, watermarks, lag.
+
+        Read from the queries that ran (the sinks' and the collected
+        PCollections'; a live query's counts so far), from Spark's observed
+        metrics and `StreamingQueryProgress`: every query counts the rows each
+        of its transforms emits and the largest value of each watermarked
+        column. A transform no query ran yet is counted by running the
+        queries of the pipeline's last PCollections (each replays every
+        epoch). Watermarks are Spark's after the last epoch before the end of
+        input, moved back through each column's judge and derivation, as the
+        direct runner reports them; state sizes are None (Spark's state
+        operators do not map one to one onto transforms).
+        """
+        nodes = self.pipeline.nodes
+        found = self._observed()
+        missing = [n for n in nodes if f"n_{n.id}.rows" not in found[0]]
+        if missing:
+            consumed = {i for node in nodes for i in node.inputs}
+            leaves = [n for n in nodes if n.id not in consumed]
+            self._prepare_nodes(leaves)
+            found = self._observed()
+        counts, marks = found
+        out: dict[str, TransformMetrics] = {}
+        for node in nodes:
+            rows_out = counts.get(f"n_{node.id}.rows", 0)
+            rows_in = sum(counts.get(f"n_{i}.rows", 0) for i in node.inputs)
+            if isinstance(node.transform, DroppedRows):
+                rows_in = rows_out
+            invalid = counts.get(f"in_{node.id}.invalid", 0)
+            late = 0
+            if isinstance(node.transform, (WithWatermark, Union, Join)):
+                late = rows_in - rows_out - invalid
+            watermarks, lags = streaming_watermarks(node, counts, marks.get(node.id))
+            out[node.label] = TransformMetrics(
+                rows_in=rows_in,
+                rows_out=rows_out,
+                late_rows=late,
+                invalid_rows=invalid,
+                watermarks=watermarks,
+                watermark_lag=lags,
+            )
+        return out
+
+    def _observed(self) -> tuple[dict[str, int], dict[int, tuple[int, dict[str, Judge]]]]:
+        """Each node's observed counts and Spark watermark, from the first query that ran it."""
+        counts: dict[str, int] = {}
+        marks: dict[int, tuple[int, dict[str, Judge]]] = {}
+        for run in [*self.sinks.values(), *self.runs.values()]:
+            metrics = run.metrics
+            watermarks = run.watermarks()
+            for node in self.pipeline.nodes:
+                if f"n_{node.id}.rows" in counts or f"n_{node.id}.rows" not in metrics:
+                    continue
+                mine = re.compile(rf"(n|in|out)_{node.id}(_\d)?\.\w+")
+                counts.update({k: v for k, v in metrics.items() if mine.fullmatch(k)})
+                if node.id in watermarks:
+                    marks[node.id] = watermarks[node.id]
+        return counts, marks
+
+    def _prepare_nodes(self, nodes: Sequence[Node]) -> None:
+        """Run the queries of `nodes`, `SIDE_BY_SIDE` at a time."""
+        waiting = [node for node in nodes if node.id not in self.runs]
+        if len(waiting) == 1:
+            self._run_node(waiting[0])
+            return
+        workers = max(1, min(len(waiting), SIDE_BY_SIDE))
+        with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+            for future in [pool.submit(self._run_node, node) for node in waiting]:
+                future.result()
