@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from sparkbeam.errors import PipelineError
-from sparkbeam.graph import EdgeInfo, PrimitiveTransform
+from sparkbeam.graph import EdgeInfo, Node, PrimitiveTransform, input_node, node_labels
 from sparkbeam.schema import Schema, type_name
 from sparkbeam.time import Duration
 from sparkbeam.transforms.union import check_policy
@@ -61,7 +61,8 @@ class JoinLayout:
 class Join(PrimitiveTransform):
     """`a.join(b, on=["k"], how="left")`; add `times=` and `within=` for an interval join."""
 
-    other: PCollection
+    other: Node = attrs.field(repr=node_labels)
+    """The node of the right side."""
     on: tuple[str, ...]
     how: str
     times: tuple[str, str] | None
@@ -87,7 +88,7 @@ class Join(PrimitiveTransform):
                 "within=(lower, upper)"
             )
         self.__attrs_init__(
-            other,
+            input_node(other, "Join"),
             keys,
             how,
             None if times is None else (times[0], times[1]),
@@ -96,7 +97,7 @@ class Join(PrimitiveTransform):
             policy,
         )
 
-    def extra_inputs(self) -> tuple[PCollection, ...]:
+    def extra_inputs(self) -> tuple[Node, ...]:
         return (self.other,)
 
     def default_label(self) -> str:
