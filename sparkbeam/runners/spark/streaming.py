@@ -131,6 +131,13 @@ FAR_FUTURE = _dt.datetime(8000, 1, 1)
 FAR_FUTURE_INT = 100_000_000_000_000
 """The sentinels' times: beyond any real row, still a Spark timestamp once shifted."""
 
+STATE_STORE = (
+    "spark.sql.streaming.stateStore.providerClass",
+    "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+)
+"""transformWithState (`Sort`, the late-row filters, ...) needs the RocksDB state store: every
+query starts with it (`Stage.start`)."""
+
 ONE_WATERMARK = ("spark.sql.streaming.statefulOperator.allowMultiple", "false")
 """Spark's stateful operators drop late input by the previous batch's watermark (and evict
 state by the current one), so that rows one operator emits are not late for the next. That
@@ -265,9 +272,9 @@ class StreamingTranslation(Translation):
         """How `WithWatermark` drops late rows: a deduplication keyed on the judge, exact when
         it judges by the current batch's watermark; or "current", a pass-through
         `transformWithState` that compares with that watermark (`late_filter`)."""
-        self.settings: dict[str, str] = {}
-        """Spark settings the query starts with: `ONE_WATERMARK` (see `StreamingRun`), or
-        `MAX_POLICY` (a `Union` with `policy="max"`)."""
+        self.settings: dict[str, str] = dict([STATE_STORE])
+        """Spark settings the query starts with: `STATE_STORE`, and `ONE_WATERMARK` (see
+        `StreamingRun`) or `MAX_POLICY` (a `Union` with `policy="max"`)."""
         self.selected = set(range(len(nodes))) if selected is None else selected
         self.staged = staged or set()
         """`WithWatermark`s computed by an earlier stage: read their output instead."""
