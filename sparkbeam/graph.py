@@ -33,7 +33,11 @@ class EdgeInfo:
 
 @attrs.frozen(eq=False)
 class Node:
-    """One applied primitive transform: the graph's unit."""
+    """One applied primitive transform: the graph's unit.
+
+    It holds no `PCollection` (its transform refers to other nodes, never to a
+    handle), so the graph keeps alive no handle the user dropped.
+    """
 
     id: int
     label: str
@@ -72,8 +76,8 @@ class PTransform:
 class PrimitiveTransform(PTransform):
     """A transform that runners implement directly; it validates its inputs in `infer`."""
 
-    def extra_inputs(self) -> tuple[PCollection, ...]:
-        """Inputs given as arguments (the other sides of a `Union` or `Join`)."""
+    def extra_inputs(self) -> tuple[Node, ...]:
+        """Inputs given as arguments (the other sides of a `Union` or `Join`), by node."""
         return ()
 
     def snapshot(self) -> PrimitiveTransform:
@@ -101,6 +105,25 @@ class PrimitiveTransform(PTransform):
 
     def expand(self, *inputs: PCollection) -> PCollection:
         raise PipelineError(f"{self.default_label()} is applied by the pipeline, not expanded")
+
+
+def input_node(pcoll: PCollection, transform: str) -> Node:
+    """The node that produced `pcoll`, an input given to `transform` as an argument.
+
+    Transforms keep such inputs by node, never by PCollection: the graph then
+    holds no handle, and a PCollection the user dropped is not recorded.
+    """
+    node = getattr(pcoll, "node", None)  # `PCollection` is defined on top of the transforms
+    if not isinstance(node, Node):
+        raise PipelineError(f"{transform}: give PCollections as its inputs, got {pcoll!r}")
+    return node
+
+
+def node_labels(nodes: Node | tuple[Node, ...]) -> str:
+    """How a transform shows the nodes of its inputs: by label, not the whole graph upstream."""
+    if isinstance(nodes, Node):
+        return f"<node {nodes.label!r}>"
+    return f"({', '.join(node_labels(node) for node in nodes)})"
 
 
 @attrs.frozen

@@ -120,19 +120,16 @@ class Pipeline:
             finally:
                 self._scopes.pop()
         transform = transform.snapshot()
-        all_inputs = inputs + transform.extra_inputs()
-        for pcoll in all_inputs:
-            if not isinstance(pcoll, PCollection) or pcoll.pipeline is not self:
-                raise PipelineError(
-                    f"{full_label}: every input must be a PCollection of this pipeline, "
-                    f"got {pcoll!r}"
-                )
-        infos = [pcoll.info for pcoll in all_inputs]
+        all_inputs = tuple(pcoll.node for pcoll in inputs) + transform.extra_inputs()
+        for given in all_inputs:
+            if given.id >= len(self.nodes) or self.nodes[given.id] is not given:
+                raise PipelineError(f"{full_label}: its input {given.label} is of another pipeline")
+        infos = [given.info for given in all_inputs]
         info = transform.infer(infos, full_label)
         rule = transform.watermark_rule(infos, full_label)
         info = attrs.evolve(info, watermarked=rule.outputs([i.watermarked for i in infos]))
         node = Node(
-            len(self.nodes), full_label, transform, tuple(p.node.id for p in all_inputs), info, rule
+            len(self.nodes), full_label, transform, tuple(n.id for n in all_inputs), info, rule
         )
         self.nodes.append(node)
         pcoll = PCollection(self, node)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+import types
+import weakref
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -186,6 +189,57 @@ def test_an_input_from_another_pipeline_is_refused() -> None:
     b = p2 | sb.Create([{"n": 2}])
     with pytest.raises(sb.PipelineError, match="pipeline"):
         a | "both" >> sb.Union(b)
+
+
+def test_an_input_that_is_not_a_pcollection_is_refused() -> None:
+    p = sb.Pipeline()
+    a = p | sb.Create([{"n": 1}])
+    with pytest.raises(sb.PipelineError, match=r"Union: give PCollections as its inputs, got \["):
+        a.union([a])  # type: ignore[arg-type]
+    with pytest.raises(sb.PipelineError, match="Join: give PCollections as its inputs, got 1"):
+        a.join(1, on="n")  # type: ignore[arg-type]
+
+
+def union_join_late_rows(p: sb.Pipeline) -> dict[str, sb.PCollection]:
+    """`a.union(b)`, joined with `b`, watermarked on each row: every handle, by name."""
+    a = p | "a" >> sb.Create([{"k": 1, "t": 5}, {"k": 2, "t": 9}])
+    b = p | "b" >> sb.Create([{"k": 1, "t": 2}])
+    union = a.union(b)
+    joined = union.join(b, on="k")
+    watermarked = joined.with_watermark("t", 0, emit="event")
+    late = watermarked.late_rows()
+    return {"a": a, "b": b, "union": union, "joined": joined, "w": watermarked, "late": late}
+
+
+def reachable(root: object) -> list[object]:
+    """Every object `root` refers to, directly or not (not through classes or modules)."""
+    seen: dict[int, object] = {}
+    stack = [root]
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, type | types.ModuleType):
+            continue
+        seen[id(obj)] = obj
+        stack.extend(gc.get_referents(obj))
+    return list(seen.values())
+
+
+def test_the_graph_keeps_no_pcollection_the_user_dropped() -> None:
+    # Only held PCollections are recorded (README): the nodes refer to their inputs by node.
+    held = sb.Pipeline()
+    handles = union_join_late_rows(held)
+    expected = held.run().collect(handles["late"])
+    p = sb.Pipeline()
+    built = union_join_late_rows(p)
+    dropped = [weakref.ref(pcoll) for name, pcoll in built.items() if name != "late"]
+    late = built.pop("late")
+    del built
+    gc.collect()
+    assert [ref() for ref in dropped] == [None] * len(dropped)
+    assert not [obj for obj in reachable(p.nodes) if isinstance(obj, sb.PCollection)]
+    assert p.live_node_ids() == {late.node.id}
+    assert p.run().collect(late) == expected
+    assert expected == [{"k": 1, "t": 2, "t_right": 2, "late_watermark": 5}]
 
 
 # --- running and results ---------------------------------------------------------------

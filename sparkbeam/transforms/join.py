@@ -38,7 +38,7 @@ import attrs
 
 from sparkbeam.derivation import WatermarkRule, passing
 from sparkbeam.errors import PipelineError
-from sparkbeam.graph import EdgeInfo, PrimitiveTransform
+from sparkbeam.graph import EdgeInfo, Node, PrimitiveTransform, input_node, node_labels
 from sparkbeam.schema import Schema, type_name
 from sparkbeam.time import Duration
 from sparkbeam.transforms.union import check_policy
@@ -62,7 +62,8 @@ class JoinLayout:
 class Join(PrimitiveTransform):
     """`a.join(b, on=["k"], how="left")`; add `times=` and `within=` for an interval join."""
 
-    other: PCollection
+    other: Node = attrs.field(repr=node_labels)
+    """The node of the right side."""
     on: tuple[str, ...]
     how: str
     times: tuple[str, str] | None
@@ -88,7 +89,7 @@ class Join(PrimitiveTransform):
                 "within=(lower, upper)"
             )
         self.__attrs_init__(
-            other,
+            input_node(other, "Join"),
             keys,
             how,
             None if times is None else (times[0], times[1]),
@@ -97,7 +98,7 @@ class Join(PrimitiveTransform):
             policy,
         )
 
-    def extra_inputs(self) -> tuple[PCollection, ...]:
+    def extra_inputs(self) -> tuple[Node, ...]:
         return (self.other,)
 
     def default_label(self) -> str:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from sparkbeam.errors import PipelineError
-from sparkbeam.graph import EdgeInfo, Node, PrimitiveTransform
+from sparkbeam.graph import EdgeInfo, Node, PrimitiveTransform, node_labels
 from sparkbeam.schema import type_name
 from sparkbeam.transforms.join import Join
 from sparkbeam.transforms.union import Union
@@ -46,26 +46,26 @@ SIDE_KINDS = (LATE, INVALID)
 
 @attrs.frozen(eq=False)
 class DroppedRows(PrimitiveTransform):
-    """The rows `source`'s transform dropped: `kind` is `"late"` or `"invalid"`.
+    """The rows the transform of node `source` dropped: `kind` is `"late"` or `"invalid"`.
 
-    Applied to the pipeline with `source` as its one input (read with
-    `late_rows(pc)` / `invalid_rows(pc)`); a runner feeds it the rows the
-    transform that produced `source` dropped, not `source`'s own rows.
+    Applied to the pipeline with `source`'s edge as its one input (read with
+    `late_rows(pc)` / `invalid_rows(pc)`); a runner feeds it the rows that
+    transform dropped, not the edge's own rows.
     """
 
-    source: PCollection
+    source: Node = attrs.field(repr=node_labels)
     kind: str
 
     def default_label(self) -> str:
         what = "LateRows" if self.kind == LATE else "InvalidRows"
-        return f"{what}({self.source.node.label})"
+        return f"{what}({self.source.label})"
 
-    def extra_inputs(self) -> tuple[PCollection, ...]:
+    def extra_inputs(self) -> tuple[Node, ...]:
         return (self.source,)
 
     def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
         (info,) = inputs
-        producer = self.source.node
+        producer = self.source
         transform = producer.transform
         if self.kind == INVALID:
             if not isinstance(transform, WithWatermark):
@@ -117,12 +117,12 @@ def late_watermark_type(
 
 def late_rows(pcoll: PCollection) -> PCollection:
     """The rows dropped as late by the `WithWatermark`, `Union` or `Join` that produced `pcoll`."""
-    return pcoll.pipeline.apply(DroppedRows(pcoll, LATE), ())
+    return pcoll.pipeline.apply(DroppedRows(pcoll.node, LATE), ())
 
 
 def invalid_rows(pcoll: PCollection) -> PCollection:
     """The rows the `WithWatermark` that produced `pcoll` dropped for a `None` event time."""
-    return pcoll.pipeline.apply(DroppedRows(pcoll, INVALID), ())
+    return pcoll.pipeline.apply(DroppedRows(pcoll.node, INVALID), ())
 
 
 def side_outputs(nodes: Sequence[Node]) -> dict[int, frozenset[str]]:
@@ -131,5 +131,5 @@ def side_outputs(nodes: Sequence[Node]) -> dict[int, frozenset[str]]:
     for node in nodes:
         transform = node.transform
         if isinstance(transform, DroppedRows):
-            wanted.setdefault(transform.source.node.id, set()).add(transform.kind)
+            wanted.setdefault(transform.source.id, set()).add(transform.kind)
     return {node_id: frozenset(kinds) for node_id, kinds in wanted.items()}

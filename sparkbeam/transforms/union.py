@@ -25,7 +25,7 @@ import attrs
 
 from sparkbeam.derivation import WatermarkRule, passing
 from sparkbeam.errors import PipelineError
-from sparkbeam.graph import EdgeInfo, PrimitiveTransform
+from sparkbeam.graph import EdgeInfo, Node, PrimitiveTransform, input_node, node_labels
 
 if TYPE_CHECKING:
     from sparkbeam.pipeline import PCollection
@@ -47,13 +47,14 @@ def check_policy(policy: object, label: str) -> None:
 class Union(PrimitiveTransform):
     """`a | Union(b, c)` or `a.union(b, c, policy="max")`: the rows of `a`, `b` and `c`."""
 
-    others: tuple[PCollection, ...]
+    others: tuple[Node, ...] = attrs.field(repr=node_labels)
+    """The nodes of the other inputs."""
     policy: str
 
     def __init__(self, *others: PCollection, policy: str = "min") -> None:
-        self.__attrs_init__(tuple(others), policy)
+        self.__attrs_init__(tuple(input_node(other, "Union") for other in others), policy)
 
-    def extra_inputs(self) -> tuple[PCollection, ...]:
+    def extra_inputs(self) -> tuple[Node, ...]:
         return self.others
 
     def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:

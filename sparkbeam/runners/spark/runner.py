@@ -26,13 +26,6 @@ if TYPE_CHECKING:
     from sparkbeam.pipeline import Pipeline
 
 
-STATE_STORE = (
-    "spark.sql.streaming.stateStore.providerClass",
-    "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
-)
-"""transformWithState (Sort on unbounded input) needs the RocksDB state store."""
-
-
 DEFAULT_CONF = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
@@ -45,7 +38,9 @@ class SparkRunner:
 
     Uses `spark` when given, else starts (or reuses) a session on `master`
     with `conf` (session time zone UTC). Bounded input runs as a batch job:
-    Spark computes a PCollection when it is collected (or written).
+    Spark computes a PCollection when it is collected (or written). The
+    settings a streaming query needs (`STATE_STORE`, ...) are set on the
+    session only while the query starts, then put back as they were.
     """
 
     def __init__(
@@ -81,7 +76,6 @@ class SparkRunner:
     def run(self, pipeline: Pipeline) -> SparkResult | SparkStreamingResult:
         if any(not node.info.bounded for node in pipeline.nodes):
             refuse_streaming_limits(pipeline.nodes)
-            self.spark.conf.set(*STATE_STORE)
             check = StreamingTranslation(self.spark, pipeline.nodes, tempfile.mkdtemp())
             try:
                 check.run()  # refuses what Spark cannot do now, before any query runs

@@ -64,6 +64,12 @@ from sparkbeam.transforms.windows import WINDOW_START, Hop, Session, Tumble
 
 ROW_ID = "__sparkbeam_row"
 
+STATE_STORE = (
+    "spark.sql.streaming.stateStore.providerClass",
+    "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+)
+"""transformWithState (`Sort`, the late-row filters, ...) needs the RocksDB state store: every
+query starts with it (`queries.Stage.start`)."""
 
 MAX_POLICY = ("spark.sql.streaming.multipleWatermarkPolicy", "max")
 """Spark's watermark of a query is the latest of its `withWatermark`s' instead of the earliest:
@@ -115,9 +121,9 @@ class StreamingTranslation(Translation):
         """How `WithWatermark` drops late rows: a deduplication keyed on the judge, exact when
         it judges by the current batch's watermark; or "current", a pass-through
         `transformWithState` that compares with that watermark (`late_filter`)."""
-        self.settings: dict[str, str] = {}
-        """Spark settings the query starts with: `ONE_WATERMARK` (see `StreamingRun`), or
-        `MAX_POLICY` (a `Union` with `policy="max"`)."""
+        self.settings: dict[str, str] = dict([STATE_STORE])
+        """Spark settings the query starts with: `STATE_STORE`, and `ONE_WATERMARK` (see
+        `StreamingRun`) or `MAX_POLICY` (a `Union` with `policy="max"`)."""
         self.selected = set(range(len(nodes))) if selected is None else selected
         self.staged = staged or set()
         """`WithWatermark`s computed by an earlier stage: read their output instead."""

@@ -1,4 +1,4 @@
-"""The Spark runner on bounded input (SPEC sections 1, 5 and 6).
+"""The Spark runner on bounded input (SPEC sections 1, 5 and 6), and the session it runs on.
 
 What is specific to Spark: `to_dataframe` and `explain`, the Python values
 `collect` gives back, the pipelines Spark refuses when they are translated
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -72,6 +72,53 @@ def test_context_manager_and_assert_that_on_spark(spark_runner: Any) -> None:
     with pytest.raises(AssertionError, match="total"), sb.Pipeline(runner=spark_runner) as p:
         rows = p | sb.Create([{"k": "a", "n": 1}])
         sb.assert_that(rows.combine_per_key("k", total=sb.Sum("n")), sb.equal_to([]))
+
+
+PROVIDER = "spark.sql.streaming.stateStore.providerClass"
+HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+
+
+@pytest.fixture
+def provider_named(spark: Any) -> Iterator[str]:
+    """The session's state store provider set by name (Spark's default), put back after."""
+    before = spark.conf.get(PROVIDER, None)
+    spark.conf.set(PROVIDER, HDFS_PROVIDER)
+    yield HDFS_PROVIDER
+    if before is None:
+        spark.conf.unset(PROVIDER)
+    else:
+        spark.conf.set(PROVIDER, before)
+
+
+def sorted_stream(p: sb.Pipeline) -> sb.PCollection:
+    """A `Sort` on unbounded input: its query needs the RocksDB state store when it starts."""
+    stream = sb.TestStream().add_epoch([{"t": 3}, {"t": 1}]).add_epoch([{"t": 7}])
+    return (p | stream).with_watermark("t", 0).sort("t")
+
+
+def test_a_streaming_run_leaves_the_sessions_settings_as_they_were(
+    spark: Any, spark_runner: Any, provider_named: str
+) -> None:
+    p = sb.Pipeline(runner=spark_runner)
+    ordered = sorted_stream(p)
+    result = p.run()
+    assert spark.conf.get(PROVIDER) == provider_named
+    # the query, started when collected, starts with the settings it needs all the same
+    assert result.collect(ordered) == [{"t": 1}, {"t": 3}, {"t": 7}]
+    assert spark.conf.get(PROVIDER) == provider_named
+
+
+def test_a_streaming_run_that_raises_leaves_the_sessions_settings_as_they_were(
+    spark: Any, spark_runner: Any, provider_named: str
+) -> None:
+    def store(rows: list[dict[str, Any]], batch: int) -> None:
+        raise RuntimeError("the sink's store is down")
+
+    p = sb.Pipeline(runner=spark_runner)
+    sorted_stream(p).for_each_batch(store)
+    with pytest.raises(Exception, match="the sink's store is down"):
+        p.run()
+    assert spark.conf.get(PROVIDER) == provider_named
 
 
 # --- to_dataframe and explain ------------------------------------------------------------
