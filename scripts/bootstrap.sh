@@ -38,3 +38,17 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   "$VENV/bin/python" -m pip install -q -e '.[spark,test]'
   touch "$stamp"
 fi
+
+# A Python for Spark's workers that has pyspark, pandas and pyarrow but not sparkbeam,
+# as on a vanilla cluster (EMR, Dataproc, a plain standalone cluster): the tests run
+# executors on it to check that the runner ships sparkbeam itself. It takes the packages
+# of .venv by path (no second download); sparkbeam is installed there in editable mode,
+# which a plain path on sys.path does not pick up (tests/runners/spark/test_cluster.py
+# checks that `import sparkbeam` fails in it).
+WORKERS=.venv-workers
+if [ ! -x "$WORKERS/bin/python" ]; then
+  "$PYTHON" -m venv "$WORKERS"
+fi
+site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+workers_site=$("$WORKERS/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+echo "$site" > "$workers_site/borrowed-from-venv.pth"

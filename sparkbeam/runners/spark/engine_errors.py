@@ -43,14 +43,27 @@ _ENGINE_ERRORS: list[tuple[tuple[str, ...], type[ValueError], str]] = [
         PipelineError,
         "ReadFiles: the path no longer exists; check it",
     ),
-    (
-        ("ModuleNotFoundError",),
-        PipelineError,
-        "a function of the pipeline (Map, Filter, CombineFn) lives in a module Spark's "
-        "Python workers cannot import; define it in an installed module, or register its "
-        "module with cloudpickle.register_pickle_by_value",
-    ),
 ]
+
+
+_MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'")
+
+
+def _missing_module_advice(module: str, labels: Sequence[str]) -> str:
+    where = f"{', '.join(labels)}: " if labels else ""
+    if module.split(".")[0] == "sparkbeam":
+        return (
+            f"{where}Spark's Python workers cannot import {module!r}: the runner ships "
+            "sparkbeam to them unless SparkRunner(ship_package=False); with it off, install "
+            "sparkbeam (the same version) on the cluster's Python"
+        )
+    return (
+        f"{where}Spark's Python workers cannot import the module {module!r}, where a function "
+        "of the pipeline (Map, Filter, CombineFn, ...) lives: install it on the cluster's "
+        "Python, ship it (spark-submit --py-files, SparkContext.addPyFile), or define the "
+        "function in the script or register its module with "
+        "cloudpickle.register_pickle_by_value"
+    )
 
 
 @contextlib.contextmanager
@@ -68,6 +81,9 @@ def spark_errors(labels: Sequence[str] = ()) -> Iterator[None]:
             # appears unevaluated: only a message with its row in it was raised.
             if "to_json(struct(" not in match.group(1):
                 raise DataError(match.group(1).strip()) from None
+        missing = _MISSING_MODULE.search(text)
+        if missing:
+            raise PipelineError(_missing_module_advice(missing.group(1), labels)) from None
         for marks, kind, advice in _ENGINE_ERRORS:
             lines = [line.strip() for line in text.splitlines() if any(m in line for m in marks)]
             if lines:

@@ -15,6 +15,7 @@ from sparkbeam.arrow import from_arrow
 from sparkbeam.runners.spark.engine_errors import spark_errors
 from sparkbeam.runners.spark.limits import refuse_streaming_limits
 from sparkbeam.runners.spark.results import SparkResult
+from sparkbeam.runners.spark.shipping import ship_package
 from sparkbeam.runners.spark.streaming import StreamingTranslation
 from sparkbeam.runners.spark.streaming_results import SparkStreamingResult
 from sparkbeam.runners.spark.translate import Translation, file_options
@@ -50,6 +51,7 @@ class SparkRunner:
         conf: Mapping[str, str] | None = None,
         checkpoint_location: str | os.PathLike[str] | None = None,
         trigger: str | None = None,
+        ship_package: bool = True,
     ) -> None:
         self._spark = spark
         self.master = master
@@ -62,6 +64,9 @@ class SparkRunner:
         self.trigger = trigger
         """Processing-time trigger interval of live queries (`"10 seconds"`); None: Spark's
         default, a micro-batch as soon as the last one ended."""
+        self.ship_package = ship_package
+        """Whether to add this sparkbeam to the session's Python workers (`shipping`); turn it
+        off where the cluster's Python has sparkbeam installed."""
 
     @property
     def spark(self) -> SparkSession:
@@ -74,6 +79,8 @@ class SparkRunner:
         return self._spark
 
     def run(self, pipeline: Pipeline) -> SparkResult | SparkStreamingResult:
+        if self.ship_package:
+            ship_package(self.spark)
         if any(not node.info.bounded for node in pipeline.nodes):
             refuse_streaming_limits(pipeline.nodes)
             check = StreamingTranslation(self.spark, pipeline.nodes, tempfile.mkdtemp())

@@ -1,0 +1,130 @@
+"""Pipelines run on a real multi-process Spark cluster whose workers lack sparkbeam.
+
+Run as a script (the driver, in its own process) it takes a master URL,
+runs every pipeline on the Spark runner and prints the results as JSON; the
+test imports it to run the same pipelines on the direct runner. Its
+functions are defined here, in the script Spark runs as `__main__`, so
+Spark's workers get them by value (cloudpickle), as a user's job script's.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+import sparkbeam as sb
+
+T0 = datetime(2026, 4, 1, 10, 0)
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def doubled(row: dict[str, Any]) -> dict[str, Any]:
+    return {**row, "v": row["v"] * 2}
+
+
+class Keys(sb.CombineFn):
+    """A user CombineFn: the group's distinct keys, sorted and joined."""
+
+    output_type = str
+
+    def create_accumulator(self) -> set[str]:
+        return set()
+
+    def add_input(self, accumulator: set[str], element: dict[str, Any]) -> set[str]:
+        return accumulator | {element["k"]}
+
+    def merge_accumulators(self, accumulators: Any) -> set[str]:
+        return set().union(*accumulators)
+
+    def extract_output(self, accumulator: set[str]) -> str:
+        return ",".join(sorted(accumulator))
+
+
+ROWS = [
+    {"k": "a", "v": 1, "t": at(0)},
+    {"k": "b", "v": 2, "t": at(30)},
+    {"k": "a", "v": 3, "t": at(70)},
+    {"k": "c", "v": 4, "t": at(75)},
+]
+
+
+def stream() -> sb.TestStream:
+    return (
+        sb.TestStream()
+        .add_epoch([{"k": "a", "v": 1, "t": at(120)}, {"k": "b", "v": 2, "t": at(100)}])
+        .add_epoch([{"k": "a", "v": 3, "t": at(10)}, {"k": "b", "v": 4, "t": at(125)}])
+        .add_epoch([{"k": "c", "v": 5, "t": at(300)}])
+    )
+
+
+def batch_map_and_sum(p: sb.Pipeline) -> sb.PCollection:
+    return (
+        (p | sb.Create(ROWS))
+        .map(doubled)
+        .tumble("t", "1 minute")
+        .combine_per_key(["window_start"], total=sb.Sum("v"))
+    )
+
+
+def batch_combine_fn(p: sb.Pipeline) -> sb.PCollection:
+    windows = (p | sb.Create(ROWS)).tumble("t", "1 minute")
+    return windows.combine_per_key(["window_start"], seen=Keys(), n=sb.Count())
+
+
+def streaming_sort(p: sb.Pipeline) -> sb.PCollection:
+    return (p | stream()).with_watermark("t", "30 seconds").sort("t")
+
+
+def streaming_map_session(p: sb.Pipeline) -> sb.PCollection:
+    marked = (p | stream()).with_watermark("t", "30 seconds").map(doubled, keeps=["t"])
+    return marked.session("t", "30 seconds", keys="k")
+
+
+def streaming_late_rows(p: sb.Pipeline) -> sb.PCollection:
+    return (p | stream()).with_watermark("t", "30 seconds").late_rows()
+
+
+PIPELINES: dict[str, Callable[[sb.Pipeline], sb.PCollection]] = {
+    "batch_map_and_sum": batch_map_and_sum,
+    "batch_combine_fn": batch_combine_fn,
+    "streaming_sort": streaming_sort,
+    "streaming_map_session": streaming_map_session,
+    "streaming_late_rows": streaming_late_rows,
+}
+
+
+def run_all(runner: Any) -> dict[str, list[dict[str, Any]]]:
+    """Every pipeline's collected rows on `runner`, datetimes as ISO text."""
+    out = {}
+    for name, build in PIPELINES.items():
+        p = sb.Pipeline(runner=runner)
+        pcoll = build(p)
+        rows = p.run().collect(pcoll)
+        out[name] = [
+            {c: v.isoformat() if isinstance(v, datetime) else v for c, v in row.items()}
+            for row in rows
+        ]
+    return out
+
+
+if __name__ == "__main__":
+    master, ship = sys.argv[1], sys.argv[2] == "ship"
+    conf = {
+        "spark.executor.memory": "768m",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.ui.enabled": "false",
+        "spark.sql.session.timeZone": "UTC",
+    }
+    runner = sb.SparkRunner(master=master, conf=conf, ship_package=ship)
+    try:
+        print("RESULT " + json.dumps(run_all(runner)))
+    except Exception as exc:
+        print(f"ERROR {type(exc).__name__}: {exc}")
+    finally:
+        runner.spark.stop()

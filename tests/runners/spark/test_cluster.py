@@ -1,0 +1,161 @@
+"""A real multi-process Spark cluster whose Python workers lack sparkbeam (issue 13).
+
+A standalone master and one worker, started from pyspark's own `spark-class`
+on 127.0.0.1, run executors whose Python is `.venv-workers` (pyspark, pandas
+and pyarrow, but not sparkbeam: made by scripts/bootstrap.sh). A driver
+process (`cluster_job.py`) runs batch and streaming pipelines there; their
+results must be the direct runner's. The cluster is stopped after the module.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyspark
+import pytest
+
+import sparkbeam as sb
+from tests.runners.spark import cluster_job
+
+pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parents[3]
+WORKERS_PYTHON = ROOT / ".venv-workers" / "bin" / "python"
+SPARK_HOME = Path(pyspark.__file__).parent
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def wait_for(log: Path, text: str, process: subprocess.Popen[bytes], seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if log.exists() and text in log.read_text(errors="replace"):
+            return
+        if process.poll() is not None:
+            break
+        time.sleep(0.5)
+    tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+    raise AssertionError(f"{log.name}: no {text!r} within {seconds} s:\n{tail}")
+
+
+def spark_class(main: str, *args: str, log: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_NO_DAEMONIZE": "1"}
+    env.pop("PYSPARK_PYTHON", None)
+    with open(log, "wb") as out:
+        return subprocess.Popen(
+            [str(SPARK_HOME / "bin" / "spark-class"), main, *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`spark://127.0.0.1:<port>`: a master and one worker (1 core, 1 GiB)."""
+    logs = tmp_path_factory.mktemp("cluster")
+    port = free_port()
+    master = spark_class(
+        "org.apache.spark.deploy.master.Master",
+        "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(free_port()),
+        log=logs / "master.log",
+    )  # fmt: skip
+    url = f"spark://127.0.0.1:{port}"
+    worker = None
+    try:
+        wait_for(logs / "master.log", "I have been elected leader", master, 120)
+        worker = spark_class(
+            "org.apache.spark.deploy.worker.Worker", url,
+            "--host", "127.0.0.1", "--cores", "1", "--memory", "1g",
+            "--webui-port", str(free_port()), "--work-dir", str(logs / "work"),
+            log=logs / "worker.log",
+        )  # fmt: skip
+        wait_for(logs / "worker.log", "Successfully registered with master", worker, 120)
+        yield url
+    finally:
+        if worker is not None:
+            stop(worker)
+        stop(master)
+
+
+def drive(url: str, ship: bool, tmp_path: Path) -> str:
+    """Run cluster_job.py as the driver (sparkbeam installed) against `url`; its output."""
+    env = {**os.environ, "PYSPARK_PYTHON": str(WORKERS_PYTHON), "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, str(Path(cluster_job.__file__)), url, "ship" if ship else "no-ship"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,  # not the repository: the workers must not find sparkbeam there
+        timeout=600,
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith(("RESULT", "ERROR"))]
+    assert lines, f"the driver printed no result:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return lines[-1]
+
+
+def test_the_workers_python_has_no_sparkbeam(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [str(WORKERS_PYTHON), "-c", "import pyspark, pandas, pyarrow; import sparkbeam"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert done.returncode != 0
+    assert "No module named 'sparkbeam'" in done.stderr
+
+
+def bag(rows: list[dict[str, Any]]) -> Counter[str]:
+    return Counter(json.dumps(row, sort_keys=True) for row in rows)
+
+
+def test_pipelines_on_a_cluster_without_sparkbeam_give_the_direct_runners_rows(
+    cluster: str, tmp_path: Path
+) -> None:
+    line = drive(cluster, ship=True, tmp_path=tmp_path)
+    assert line.startswith("RESULT"), line
+    spark = json.loads(line[len("RESULT ") :])
+    direct = cluster_job.run_all(sb.DirectRunner())
+    assert set(spark) == set(direct) == set(cluster_job.PIPELINES)
+    for name, rows in direct.items():
+        assert rows, name  # every pipeline emits something
+        assert bag(spark[name]) == bag(rows), name
+    assert [r["t"] for r in spark["streaming_sort"]] == [r["t"] for r in direct["streaming_sort"]]
+    assert direct["streaming_late_rows"] == [
+        {"k": "a", "v": 3, "t": "2026-04-01T10:00:10", "late_watermark": "2026-04-01T10:01:30"}
+    ]
+
+
+def test_without_shipping_the_error_names_the_missing_package(
+    cluster: str, tmp_path: Path
+) -> None:
+    line = drive(cluster, ship=False, tmp_path=tmp_path)
+    assert line.startswith("ERROR PipelineError"), line
+    assert "'sparkbeam" in line
+    assert "ship_package" in line
+    assert "py4j" not in line.lower()
