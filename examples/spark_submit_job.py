@@ -7,8 +7,12 @@ with its checkpoint under `--checkpoint`: stopped (or killed) and submitted
 again with the same paths, it goes on where it stopped.
 
     spark-submit --master spark://host:7077 examples/spark_submit_job.py \\
-        --input s3a://bucket/orders --output s3a://bucket/revenue \\
-        --checkpoint s3a://bucket/checkpoints/revenue
+        --input /mnt/shared/orders --output /mnt/shared/revenue \\
+        --checkpoint /mnt/shared/checkpoints/revenue
+
+Paths are local paths every machine of the cluster sees (a shared mount):
+object-store and HDFS URIs need the runner to reach every path through
+Spark, which is not done yet (issue 13).
 
 `spark-submit` brings the session (master, memory, packages); the job takes
 it with `getOrCreate()` and hands it to the runner, which ships sparkbeam to
