@@ -77,7 +77,7 @@ def stop(process: subprocess.Popen[bytes]) -> None:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """`spark://127.0.0.1:<port>`: a master and one worker (1 core, 1 GiB)."""
+    """`spark://127.0.0.1:<port>`: a master and one worker (2 cores, 1 GiB)."""
     logs = tmp_path_factory.mktemp("cluster")
     port = free_port()
     master = spark_class(
@@ -91,7 +91,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         wait_for(logs / "master.log", "I have been elected leader", master, 120)
         worker = spark_class(
             "org.apache.spark.deploy.worker.Worker", url,
-            "--host", "127.0.0.1", "--cores", "1", "--memory", "1g",
+            "--host", "127.0.0.1", "--cores", "2", "--memory", "1g",
             "--webui-port", str(free_port()), "--work-dir", str(logs / "work"),
             log=logs / "worker.log",
         )  # fmt: skip
