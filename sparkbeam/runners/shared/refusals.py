@@ -90,21 +90,21 @@ class Refusal:
         return rf".+?: {parts[0]}; {parts[1]}"
 
     def describe(self, template: str) -> str:
-        """`template` for the docs: each field shown as `<name>`."""
+        """`template` for the docs (Markdown): each field shown as `*name*`."""
         return template.format(**{name: _Placeholder(name) for name in _fields(template)})
 
 
 class _Placeholder:
-    """A field in the docs: `<name>`, whatever the conversion (`!r`, `!s`)."""
+    """A field in the docs: `*name*`, whatever the conversion (`!r`, `!s`)."""
 
     def __init__(self, name: str) -> None:
-        self.name = name
+        self.text = f"*{name}*"
 
     def __format__(self, spec: str) -> str:
-        return f"<{self.name}>"
+        return self.text
 
     def __repr__(self) -> str:
-        return f"<{self.name}>"
+        return self.text
 
     def __str__(self) -> str:
-        return f"<{self.name}>"
+        return self.text
