@@ -13,7 +13,7 @@ example: install
 	$(PY) examples/orders_per_minute.py
 
 test: install
-	$(PY) -m ruff check sparkbeam tests examples benchmarks
+	$(PY) -m ruff check sparkbeam tests examples benchmarks scripts
 	$(PY) -m mypy
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest
 

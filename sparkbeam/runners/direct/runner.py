@@ -9,6 +9,7 @@ from sparkbeam.errors import PipelineError
 from sparkbeam.graph import EdgeInfo, Node
 from sparkbeam.messages import Watermark
 from sparkbeam.metrics import TransformMetrics
+from sparkbeam.runners.direct import limits
 from sparkbeam.runners.direct.checkpoint import CheckpointPlan, Recovery
 from sparkbeam.runners.direct.combine import CombineOperator
 from sparkbeam.runners.direct.connectors import ForEachBatchOperator
@@ -71,15 +72,9 @@ OPERATORS: dict[type, OperatorFactory] = {
 def operator_for(node: Node, inputs: Sequence[EdgeInfo]) -> Operator:
     factory = OPERATORS.get(type(node.transform))
     if isinstance(node.transform, ReadFromSpark):
-        raise PipelineError(
-            f"{node.label}: ReadFromSpark reads through Spark's connectors and runs on the Spark "
-            "runner only; to test the pipeline on the direct runner, read sample rows with a "
-            "TestStream or ReadFiles instead"
-        )
+        raise limits.READ_FROM_SPARK.error(node.label)
     if factory is None:
-        raise PipelineError(
-            f"{node.label}: {type(node.transform).__name__} is not supported on the direct runner"
-        )
+        raise limits.NO_OPERATOR.error(node.label, kind=type(node.transform).__name__)
     return factory(node, inputs)
 
 
@@ -180,18 +175,10 @@ class DirectRunner:
             if not isinstance(transform, WithWatermark):
                 continue
             if not bounded and transform.idle_time(node.label) is not None:
-                raise PipelineError(
-                    f"{node.label}: idle_after={transform.idle_after!r} is processing time, which "
-                    "the direct runner does not have (its epochs take no time); give idle_after "
-                    "as a number of epochs, for example idle_after=3"
-                )
+                raise limits.IDLE_PROCESSING_TIME.error(node.label, idle_after=transform.idle_after)
             modelled = transform.idle_after is None and transform.max_drift is None
             if self.parallel and not modelled:
-                raise PipelineError(
-                    f"{node.label}: idle_after and max_drift are modelled by the single-unit "
-                    "direct runner only; run with sb.DirectRunner() (parallelism=1 and the other "
-                    "arguments at their defaults), or drop them to check the parallel run"
-                )
+                raise limits.PARALLEL_IDLE_DRIFT.error(node.label)
 
     def _run_parallel(self, pipeline: Pipeline) -> DirectResult:
         executor = ParallelExecutor(

@@ -7,7 +7,7 @@ import datetime as _dt
 
 from pyspark.sql import types as T
 
-from sparkbeam.errors import PipelineError
+from sparkbeam.runners.spark import limits
 from sparkbeam.schema import Schema, type_name
 
 _SPARK_TYPES: dict[type, T.DataType] = {
@@ -24,10 +24,7 @@ def require_spark_types(schema: Schema, label: str) -> None:
     """Refuse columns Spark cannot hold (type `object`)."""
     for name, kind in schema.fields:
         if kind not in _SPARK_TYPES:
-            raise PipelineError(
-                f"{label}: column {name!r} has type {type_name(kind)}, which Spark cannot hold; "
-                "give it a concrete type (datetime, int, float, str, bool or bytes)"
-            )
+            raise limits.OBJECT_COLUMN.error(label, column=name, kind=type_name(kind))
 
 
 def spark_schema(schema: Schema, label: str) -> T.StructType:

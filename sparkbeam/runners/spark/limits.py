@@ -1,54 +1,219 @@
-"""What the Spark runner refuses on unbounded input, for now, before any query runs.
+"""Every refusal of the Spark runner, in one place: what it cannot run, where, why and what to
+do (one `Refusal` each, in `REFUSALS`).
 
-Structured Streaming runs the model's late-row filter, windows, joins and
-sorts, late and invalid rows as data, `policy="max"`, `idle_after` in
-epochs and `max_drift` over replayed sources (`streaming`); these features of
-the model have no streaming form.
-Each is refused with a `PipelineError` naming the transform and what to do;
-bounded pipelines run as batch jobs, where all of them work (`translate`).
-Why:
-
-- `idle_after` as processing time (a duration): Spark has no idle inputs; the
-  runner applies `idle_after` in epochs to the sources it replays
-  (`streaming.IdleInputs`); a live query's watermarks never meet another's
-  (refused in `streaming.StreamingRun`), so idleness changes nothing there.
+Call sites raise them with `raise ENTRY.error(node.label, **fields)`, when the
+pipeline is translated or a query planned, before any query runs. The README's
+"Where each runs" table is generated from this catalogue and the support matrix
+(`tests/support/`, `scripts/support_table.py`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NoReturn
 
-from sparkbeam.errors import PipelineError
 from sparkbeam.graph import Node
+from sparkbeam.runners.shared.refusals import BATCH, LIVE, STREAMING, Refusal
 from sparkbeam.transforms.watermark import WithWatermark
 
-ADVICE = "run this pipeline on the direct runner, or on bounded input (Create, ReadFiles) on Spark"
+NO_TRANSLATION = Refusal(
+    name="spark-no-translation",
+    refused="a primitive transform the Spark runner has no translation for (none of "
+    "sparkbeam's own)",
+    modes=(BATCH, STREAMING, LIVE),
+    reason="{kind} is not supported by the Spark runner on {input} input (it has no "
+    "translation of it)",
+    advice="run it on the direct runner, or build it from sparkbeam's transforms",
+)
+
+EMIT_EVENT = Refusal(
+    name="emit-event",
+    refused='`WithWatermark(emit="event")`',
+    modes=(BATCH, STREAMING, LIVE),
+    reason="emit={emit!r} raises the watermark after every row, in arrival order, which Spark "
+    "does not keep: it raises the watermark once per micro-batch",
+    advice="use emit='periodic' on the Spark runner (the watermark rises once per epoch, as in "
+    "Spark)",
+)
+
+OBJECT_COLUMN = Refusal(
+    name="object-column",
+    refused="a column of type `object` (a `Map` schema or a `CombineFn` without `output_type`)",
+    modes=(BATCH, STREAMING, LIVE),
+    reason="column {column!r} has type {kind}, which Spark cannot hold",
+    advice="give it a concrete type (datetime, int, float, str, bool or bytes)",
+)
+
+IDLE_PROCESSING_TIME = Refusal(
+    name="spark-idle-processing-time",
+    refused='`WithWatermark(idle_after="30 seconds")` (processing time) on unbounded input',
+    modes=(STREAMING, LIVE),
+    reason="idle_after={idle_after!r} is processing time, which Spark cannot apply to a source: "
+    "a query keeps one watermark, the minimum (or maximum) of all its inputs', with no notion "
+    "of an idle input",
+    advice="give a number of epochs (idle_after=3), which the Spark runner applies to the "
+    "sources it replays (TestStream, Create, ReadFiles collected)",
+)
+
+BOUNDED_READ_IN_STREAM = Refusal(
+    name="bounded-read-in-stream",
+    refused="`ReadFromSpark(..., bounded=True)` in an unbounded pipeline",
+    modes=(STREAMING, LIVE),
+    reason="a bounded ReadFromSpark cannot feed an unbounded pipeline on Spark (it is a batch "
+    "DataFrame, which a streaming query cannot read)",
+    advice="read it with bounded=False, or run its part of the pipeline as a batch job",
+)
+
+CHAINED_WATERMARKS = Refusal(
+    name="chained-watermarks",
+    refused="a `Union`/`Join` whose inputs carry watermarks of `WithWatermark`s chained one "
+    "after another",
+    modes=(STREAMING, LIVE),
+    reason="its inputs carry watermarks of WithWatermark transforms chained one after another; "
+    "Spark keeps one watermark per query, so the Spark runner cannot judge their late rows apart",
+    advice="keep one WithWatermark per input branch",
+)
+
+POLICIES_MEET = Refusal(
+    name="policies-meet",
+    refused='`policy="min"` and `policy="max"` merges in one query',
+    modes=(STREAMING, LIVE),
+    reason="policy={policy!r} meets policy={other!r} of another Union or Join in the same "
+    "query; Spark keeps one watermark per query, the earliest or the latest of its inputs",
+    advice="give them the same policy",
+)
+
+UNION_DERIVED_APART = Refusal(
+    name="union-derived-apart",
+    refused='a `Union` under `policy="max"` or with an idle input, of a column derived '
+    "differently on its inputs",
+    modes=(STREAMING, LIVE),
+    reason="{column!r} is derived differently on its inputs (different windows, shifts or "
+    "truncations), so under policy='max' or with an idle input Spark's one watermark cannot "
+    "judge its rows",
+    advice="derive it alike on every input",
+)
+
+JOIN_KEY_DERIVED_APART = Refusal(
+    name="join-key-derived-apart",
+    refused="a window `Join` whose key is derived differently on its two sides",
+    modes=(STREAMING, LIVE),
+    reason="{key!r} is derived differently on the two sides (different window sizes or shifts), "
+    "so Spark's one watermark can neither clean the join's state by it nor judge its rows "
+    "(policy='max', idle inputs)",
+    advice="derive it alike on both sides",
+)
+
+INTERVAL_JOIN_MAX = Refusal(
+    name="interval-join-max",
+    refused='`policy="max"` or `idle_after` at a `Join` with no window key (an interval join)',
+    modes=(STREAMING, LIVE),
+    reason="policy='max' or an idle input (idle_after) at a Join with no window key (a column "
+    "of `on` watermarked on both sides) is not supported by the Spark runner on unbounded "
+    "input (Spark cleans an interval join's state by the query's one watermark, the model by "
+    "each side's own)",
+    advice="join on a window key, or use policy='min' without idle_after",
+)
+
+HELD_WINDOW_START = Refusal(
+    name="held-window-start",
+    refused="keying state or late rows on a `Session`'s `window_start` other than by a "
+    "`CombinePerKey` right after the `Session`",
+    modes=(STREAMING, LIVE),
+    reason="the watermark of {column!r} comes from a Session's window_start, which the model "
+    "holds at the start of the oldest open session of any key; Spark's stateful operators see "
+    "one key at a time and cannot follow it here (only a CombinePerKey right after the Session "
+    "can)",
+    advice="key this transform on window_end (or a column derived from it) instead, or run the "
+    "pipeline on the direct runner",
+)
+
+DROPPED_ROWS_MEET = Refusal(
+    name="dropped-rows-meet",
+    refused="late or invalid rows of a `WithWatermark` in a query where its watermark meets "
+    "another's",
+    modes=(STREAMING, LIVE),
+    reason="the rows {source} drops meet the watermark of another WithWatermark in this query, "
+    "which Spark would judge them by",
+    advice="collect or write each WithWatermark's dropped rows on their own",
+)
+
+MAX_DRIFT_WITH_IDLE = Refusal(
+    name="max-drift-with-idle",
+    refused="`max_drift` and `idle_after` in one pipeline",
+    modes=(STREAMING,),
+    reason="max_drift together with idle_after ({idle}) is not supported by the Spark runner "
+    "yet (its alignment does not leave idle inputs out of the slowest one, as the model does)",
+    advice="use one of them, or run the pipeline on the direct runner",
+)
+
+COLLECT_LIVE = Refusal(
+    name="collect-live",
+    refused="`collect` (and the other results) of a PCollection read from a live source",
+    modes=(LIVE,),
+    reason="reads {source}, a source with no end that the Spark runner cannot replay for collect",
+    advice="send its rows to a sink (WriteFiles or ForEachBatch) and run the pipeline, or test "
+    "it with a TestStream",
+)
+
+LIVE_AND_REPLAYED = Refusal(
+    name="live-and-replayed",
+    refused="a live and a replayed source in one query",
+    modes=(LIVE,),
+    reason="reads {live} (Spark reads it as it grows) and {replayed} (replayed epoch by epoch) "
+    "in one query; Spark cannot line their epochs up",
+    advice="read both through Spark (ReadFiles(streaming=True), ReadFromSpark)",
+)
+
+LIVE_MERGE = Refusal(
+    name="live-merge",
+    refused="watermarks of different `WithWatermark`s meeting in a `Union`/`Join` over live "
+    "sources",
+    modes=(LIVE,),
+    reason="watermarks of different WithWatermark transforms meet in a Union or Join; Spark "
+    "keeps one watermark per query, and the Spark runner runs each WithWatermark as a query "
+    "of its own, fed epoch by epoch, only over sources it replays (TestStream, ReadFiles "
+    "collected), not over live ones yet",
+    advice="merge the sources before one WithWatermark, or run the pipeline over replayed sources",
+)
+
+MAX_DRIFT_LIVE = Refusal(
+    name="max-drift-live",
+    refused="`max_drift` over live sources",
+    modes=(LIVE,),
+    reason="max_drift holds back a source's epochs, which the Spark runner can do only for "
+    "sources it replays (TestStream, Create, ReadFiles collected); {source} is read by Spark "
+    "itself, which has no watermark alignment",
+    advice="drop max_drift, or run the pipeline on the direct runner",
+)
+
+REFUSALS = (
+    NO_TRANSLATION,
+    EMIT_EVENT,
+    OBJECT_COLUMN,
+    IDLE_PROCESSING_TIME,
+    BOUNDED_READ_IN_STREAM,
+    CHAINED_WATERMARKS,
+    POLICIES_MEET,
+    UNION_DERIVED_APART,
+    JOIN_KEY_DERIVED_APART,
+    INTERVAL_JOIN_MAX,
+    HELD_WINDOW_START,
+    DROPPED_ROWS_MEET,
+    MAX_DRIFT_WITH_IDLE,
+    COLLECT_LIVE,
+    LIVE_AND_REPLAYED,
+    LIVE_MERGE,
+    MAX_DRIFT_LIVE,
+)
+"""The Spark runner's refusals, in the order the README lists them."""
 
 
 def refuse_streaming_limits(nodes: Sequence[Node]) -> None:
-    """Raise `PipelineError` for the first node of an unbounded pipeline Spark cannot run yet."""
+    """Raise the refusal of the first node of an unbounded pipeline that no translator sees:
+    `idle_after` as processing time."""
     for node in nodes:
         transform = node.transform
         if not isinstance(transform, WithWatermark):
             continue
         if transform.idle_after is not None and transform.idle_epochs(node.label) is None:
-            raise PipelineError(
-                f"{node.label}: idle_after={transform.idle_after!r} is processing time, which "
-                "Spark cannot apply to a source: a query keeps one watermark, the minimum (or "
-                "maximum) of all its inputs', with no notion of an idle input. Give a number of "
-                "epochs (idle_after=3), which the Spark runner applies to the sources it replays "
-                "(TestStream, Create, ReadFiles collected)"
-            )
-
-
-def refuse_held_watermark(node: Node, column: str) -> NoReturn:
-    """`node` keys state or late rows on `column`, whose watermark is a Session's held
-    `window_start` (`sparkbeam.derivation.Derived.held`)."""
-    raise PipelineError(
-        f"{node.label}: the watermark of {column!r} comes from a Session's window_start, "
-        "which the model holds at the start of the oldest open session of any key; Spark's "
-        "stateful operators see one key at a time and cannot follow it here (only a "
-        "CombinePerKey right after the Session can). Key this transform on window_end (or a "
-        "column derived from it) instead, or run the pipeline on the direct runner"
-    )
+            raise IDLE_PROCESSING_TIME.error(node.label, idle_after=transform.idle_after)

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from sparkbeam.errors import PipelineError
 from sparkbeam.graph import Node
+from sparkbeam.runners.spark import limits
 from sparkbeam.runners.spark.arrow import spark_schema
 from sparkbeam.runners.spark.judges import Judge
 from sparkbeam.runners.spark.late_filter import (
@@ -49,11 +49,7 @@ def require_separable_origins(run: StreamingTranslation, node: Node) -> None:
     origins = frozenset().union(*(run.origins[i] for i in node.inputs))
     nested = [o for o in origins if any(o in run.origins[p] for p in origins if p != o)]
     if len(origins) > 1 and nested:
-        raise PipelineError(
-            f"{node.label}: its inputs carry watermarks of WithWatermark transforms chained "
-            "one after another; Spark keeps one watermark per query, so the Spark runner "
-            "cannot judge their late rows apart. Keep one WithWatermark per input branch"
-        )
+        raise limits.CHAINED_WATERMARKS.error(node.label)
 
 
 def judged_sides(
@@ -69,21 +65,11 @@ def judged_sides(
     transform = node.transform
     assert isinstance(transform, Join)
     if not window_keys:
-        raise PipelineError(
-            f"{node.label}: policy='max' or an idle input (idle_after) at a Join with no "
-            "window key (a column of `on` watermarked on both sides) is not supported by the "
-            "Spark runner on unbounded input (Spark cleans an interval join's state by the "
-            "query's one watermark, the model by each side's own); join on a window key, or "
-            "use policy='min' without idle_after"
-        )
+        raise limits.INTERVAL_JOIN_MAX.error(node.label)
     schemas = [run.nodes[i].info.schema for i in node.inputs]
     for key in window_keys:
         if judges[0][key] != judges[1][key]:
-            raise PipelineError(
-                f"{node.label}: {key!r} is derived differently on the two sides (different "
-                "window sizes or shifts), so Spark's one watermark cannot judge its rows under "
-                "policy='max' or with an idle input; derive it alike on both sides"
-            )
+            raise limits.JOIN_KEY_DERIVED_APART.error(node.label, key=key)
     prefixed = [
         Schema(tuple((f"__{side}_{name}", kind) for name, kind in schema.fields))
         for side, schema in zip("lr", schemas, strict=True)

@@ -17,9 +17,9 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
 from sparkbeam.arrow import from_arrow
-from sparkbeam.errors import PipelineError
 from sparkbeam.graph import Node
 from sparkbeam.runners.shared.alignment import AlignmentGraph
+from sparkbeam.runners.spark import limits
 from sparkbeam.runners.spark.epochs import Channel, epoch_count, is_live, is_replayed, put_sentinel
 from sparkbeam.runners.spark.judges import Judge
 from sparkbeam.runners.spark.live import Sink
@@ -218,25 +218,15 @@ class StreamingRun:
         self.resumed = self.keep and os.path.exists(os.path.join(self.directory, "checkpoint-0"))
         """Whether the query goes on from the checkpoint of an earlier one."""
         if live_sources and sink is None:
-            raise PipelineError(
-                f"{target.label}: reads {live_sources[0]}, a source with no end that the Spark "
-                "runner cannot replay for collect; send its rows to a sink (WriteFiles or "
-                "ForEachBatch) and run the pipeline, or test it with a TestStream"
-            )
+            raise limits.COLLECT_LIVE.error(target.label, source=live_sources[0])
         if live_sources and replayed:
-            raise PipelineError(
-                f"{target.label}: reads {live_sources[0]} (Spark reads it as it grows) and "
-                f"{replayed[0]} (replayed epoch by epoch) in one query; Spark cannot line their "
-                "epochs up: read both through Spark (ReadFiles(streaming=True), ReadFromSpark)"
+            raise limits.LIVE_AND_REPLAYED.error(
+                target.label, live=live_sources[0], replayed=replayed[0]
             )
         origins = [n for n in sorted(upstream) if isinstance(nodes[n].transform, WithWatermark)]
         staged = set(origins) if origins_meet(nodes, upstream) else set()
         if live_sources and staged:
-            raise PipelineError(
-                f"{target.label}: watermarks of different WithWatermark transforms meet in a "
-                "Union or Join; the Spark runner runs such pipelines only over sources it "
-                "replays (TestStream, ReadFiles collected), not over live ones yet"
-            )
+            raise limits.LIVE_MERGE.error(target.label)
         needed = ancestors(nodes, target, stop=staged)
         final = StreamingTranslation(
             spark, nodes, os.path.join(self.directory, "final"), needed, staged, live
@@ -269,21 +259,12 @@ class StreamingRun:
         assert self.alignment is not None
         drifting = [nodes[o] for o in sorted(self.alignment.drift)]
         if live:
-            raise PipelineError(
-                f"{drifting[0].label}: max_drift holds back a source's epochs, which the Spark "
-                f"runner can do only for sources it replays (TestStream, Create, ReadFiles "
-                f"collected); {live[0]} is read by Spark itself. Drop max_drift, or run the "
-                "pipeline on the direct runner"
-            )
+            raise limits.MAX_DRIFT_LIVE.error(drifting[0].label, source=live[0])
         idle = [
             n for n in nodes if isinstance(n.transform, WithWatermark) and n.transform.idle_after
         ]
         if idle:
-            raise PipelineError(
-                f"{drifting[0].label}: max_drift together with idle_after ({idle[0].label}) is "
-                "not supported by the Spark runner yet; use one of them, or run the pipeline "
-                "on the direct runner"
-            )
+            raise limits.MAX_DRIFT_WITH_IDLE.error(drifting[0].label, idle=idle[0].label)
         group = set(self.alignment.drift).union(*self.alignment.peers.values())
         for origin in sorted(group - observed):
             node = nodes[origin]

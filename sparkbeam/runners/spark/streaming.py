@@ -18,8 +18,8 @@ import attrs
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sparkbeam.errors import PipelineError
 from sparkbeam.graph import Node
+from sparkbeam.runners.spark import limits
 from sparkbeam.runners.spark.arrow import spark_schema
 from sparkbeam.runners.spark.epochs import SENTINEL, Channel, EpochFeed, is_replayed, source_epochs
 from sparkbeam.runners.spark.judges import (
@@ -35,7 +35,6 @@ from sparkbeam.runners.spark.late_filter import (
     current_watermark_filter,
     late_against_current_watermark,
 )
-from sparkbeam.runners.spark.limits import refuse_held_watermark
 from sparkbeam.runners.spark.live import live_files
 from sparkbeam.runners.spark.merges import judged_sides, may_idle, require_separable_origins
 from sparkbeam.runners.spark.observed import observed
@@ -176,10 +175,8 @@ class StreamingTranslation(Translation):
             if node.id in self.staged:
                 translate = restamp
             if translate is None:
-                raise PipelineError(
-                    f"{node.label}: {type(node.transform).__name__} on unbounded input is not "
-                    "supported by the Spark runner yet; run it on the direct runner"
-                )
+                kind = type(node.transform).__name__
+                raise limits.NO_TRANSLATION.error(node.label, kind=kind, input="unbounded")
             inputs = [self.frames[i] for i in node.inputs if i in self.frames]
             origins = frozenset().union(*(self.origins.get(i, frozenset()) for i in node.inputs))
             self.origins[node.id] = origins | ({node.id} if node.rule.own else frozenset())
@@ -202,11 +199,7 @@ class StreamingTranslation(Translation):
         Spark keeps one watermark per query, so all such merges must have one policy."""
         chosen = self.settings.get(MAX_POLICY[0], "min")
         if self.policies and policy != chosen:
-            raise PipelineError(
-                f"{node.label}: policy={policy!r} meets policy={chosen!r} of another Union or "
-                "Join in the same query; Spark keeps one watermark per query, the earliest or "
-                "the latest of its inputs: give them the same policy"
-            )
+            raise limits.POLICIES_MEET.error(node.label, policy=policy, other=chosen)
         self.policies.add(node.id)
         if policy == "max":
             self.settings[MAX_POLICY[0]] = MAX_POLICY[1]
@@ -219,7 +212,7 @@ class StreamingTranslation(Translation):
         refused where the model's watermark there depends on rows another operator holds."""
         judge = self.input_judges(node, port)[column]
         if judge.held:
-            refuse_held_watermark(node, column)
+            raise limits.HELD_WINDOW_START.error(node.label, column=column)
         return judge
 
     def channel(self, name: str) -> Channel:
@@ -265,10 +258,7 @@ def read_from_spark(translation: Translation, node: Node, inputs: Sequence[DataF
     transform = node.transform
     assert isinstance(transform, ReadFromSpark)
     if transform.bounded:
-        raise PipelineError(
-            f"{node.label}: a bounded ReadFromSpark cannot feed an unbounded pipeline on Spark; "
-            "read it with bounded=False, or run its part of the pipeline as a batch job"
-        )
+        raise limits.BOUNDED_READ_IN_STREAM.error(node.label)
     return TRANSLATORS[ReadFromSpark](translation, node, inputs)
 
 
@@ -278,10 +268,7 @@ def with_watermark(translation: Translation, node: Node, inputs: Sequence[DataFr
     transform = node.transform
     assert isinstance(transform, WithWatermark)
     if transform.emit != "periodic":
-        raise PipelineError(
-            f"{node.label}: emit={transform.emit!r} raises the watermark after every row, but "
-            "Spark raises it once per micro-batch; use emit='periodic' on the Spark runner"
-        )
+        raise limits.EMIT_EVENT.error(node.label, emit=transform.emit)
     schema = node.info.schema
     column, kind = transform.column, schema.type_of(transform.column)
     delay = transform.delay_units(schema, node.label)
@@ -444,11 +431,7 @@ def join(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> M
         key = window_keys[0]
         run.exact_judge(node, key, 0), run.exact_judge(node, key, 1)
         if judges[0][key] != judges[1][key]:
-            raise PipelineError(
-                f"{node.label}: {key!r} is derived differently on the two sides (different "
-                "window sizes or shifts), so Spark cannot clean the join's state by it; derive "
-                "it alike on both sides"
-            )
+            raise limits.JOIN_KEY_DERIVED_APART.error(node.label, key=key)
         left = marked(left, "__l_judge", judges[0][key], f"__l_{key}")
         right = marked(right, "__r_judge", judges[1][key], f"__r_{key}")
         condition = condition & (F.col("__l_judge") == F.col("__r_judge"))
@@ -501,11 +484,7 @@ def union(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> 
     for column in sorted(node.info.watermarked):
         inputs_judges = {run.exact_judge(node, column, port) for port in range(len(node.inputs))}
         if len(inputs_judges) > 1:
-            raise PipelineError(
-                f"{node.label}: {column!r} is derived differently on its inputs (different "
-                "windows, shifts or truncations), so under policy='max' or with an idle input "
-                "Spark's one watermark cannot judge its rows; derive it alike on every input"
-            )
+            raise limits.UNION_DERIVED_APART.error(node.label, column=column)
         judges[column] = inputs_judges.pop()
     schema = node.info.schema
     late = [judges[column].late(column) for column in schema.names if column in judges]
@@ -526,11 +505,7 @@ def dropped_rows(translation: Translation, node: Node, inputs: Sequence[DataFram
     assert isinstance(transform, DroppedRows)
     source = run.nodes[node.inputs[0]]
     if source.id in run.staged:
-        raise PipelineError(
-            f"{node.label}: the rows {source.label} drops meet the watermark of another "
-            "WithWatermark in this query, which Spark would judge them by; collect or write "
-            "each WithWatermark's dropped rows on their own"
-        )
+        raise limits.DROPPED_ROWS_MEET.error(node.label, source=source.label)
     made = run.made[source.id]
     if transform.kind == INVALID:
         assert made.invalid is not None

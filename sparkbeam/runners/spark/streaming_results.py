@@ -62,28 +62,37 @@ class SparkStreamingResult:
     def start_sinks(self, checkpoint_location: str | None, trigger: str | None) -> None:
         """One query per sink. Over replayed sources (`TestStream`, `Create`) it runs every
         epoch and the end-of-input flush, then stops; over live ones (`ReadFromSpark`,
-        `ReadFiles(streaming=True)`) it is started and left running."""
-        for node in self.pipeline.nodes:
-            if not isinstance(node.transform, (WriteFiles, ForEachBatch)):
-                continue
-            directory = None
-            if checkpoint_location is not None:
-                directory = os.path.join(checkpoint_location, _slug(node.label))
-            run = StreamingRun(
-                self.spark,
-                self.pipeline.nodes,
-                node,
-                sink=sink_of(node),
-                directory=directory,
-                live=True,
-                trigger=trigger,
-            )
+        `ReadFiles(streaming=True)`) it is started and left running. Every sink's queries are
+        planned and translated before any starts, so a refusal leaves nothing started."""
+        planned: list[tuple[Node, StreamingRun]] = []
+        try:
+            for node in self.pipeline.nodes:
+                if not isinstance(node.transform, (WriteFiles, ForEachBatch)):
+                    continue
+                directory = None
+                if checkpoint_location is not None:
+                    directory = os.path.join(checkpoint_location, _slug(node.label))
+                run = StreamingRun(
+                    self.spark,
+                    self.pipeline.nodes,
+                    node,
+                    sink=sink_of(node),
+                    directory=directory,
+                    live=True,
+                    trigger=trigger,
+                )
+                planned.append((node, run))
+                run.translate()
+        except BaseException:
+            for _, run in planned:
+                run.stop()
+            raise
+        for node, run in planned:
             transform = node.transform
             if isinstance(transform, WriteFiles) and transform.mode == "overwrite":
                 fresh = not run.resumed and os.path.exists(transform.path)
                 if fresh:  # a query resumed from its checkpoint appends instead
                     shutil.rmtree(transform.path)
-            run.translate()
             with spark_errors():
                 run.execute()
             self.sinks[node.id] = run

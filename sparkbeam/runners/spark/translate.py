@@ -33,6 +33,7 @@ from sparkbeam.arrow import to_arrow
 from sparkbeam.derivation import Add
 from sparkbeam.errors import DataError, PipelineError
 from sparkbeam.graph import Node
+from sparkbeam.runners.spark import limits
 from sparkbeam.runners.spark.arrow import require_spark_types, spark_schema
 from sparkbeam.runners.spark.python_functions import (
     DATA_ERROR_MARK,
@@ -81,10 +82,8 @@ class Translation:
         for node in self.nodes:
             translate = TRANSLATORS.get(type(node.transform))
             if translate is None:
-                raise PipelineError(
-                    f"{node.label}: {type(node.transform).__name__} is not supported on the "
-                    "Spark runner"
-                )
+                kind = type(node.transform).__name__
+                raise limits.NO_TRANSLATION.error(node.label, kind=kind, input="bounded")
             require_spark_types(node.info.schema, node.label)
             inputs = [self.frames[i] for i in node.inputs]
             self.frames[node.id] = translate(self, node, inputs)
@@ -227,11 +226,7 @@ def with_watermark(translation: Translation, node: Node, inputs: Sequence[DataFr
     transform = node.transform
     assert isinstance(transform, WithWatermark)
     if transform.emit != "periodic":
-        raise PipelineError(
-            f"{node.label}: emit={transform.emit!r} raises the watermark after every row, in "
-            "arrival order, which Spark does not keep; on the Spark runner use "
-            "emit='periodic' (the watermark rises once per epoch, as in Spark)"
-        )
+        raise limits.EMIT_EVENT.error(node.label, emit=transform.emit)
     (frame,) = inputs
     time = F.col(transform.column)
     translation.invalid[node.id] = frame.filter(time.isNull())

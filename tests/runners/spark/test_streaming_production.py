@@ -312,6 +312,20 @@ def test_a_live_and_a_replayed_source_cannot_share_a_query(
         p.run()
 
 
+def test_a_refused_sink_leaves_the_other_sinks_unstarted(spark_runner: Any, tmp_path: Any) -> None:
+    """Every sink is planned before any query starts: a refusal in one starts none."""
+    p = sb.Pipeline(runner=spark_runner)
+    calls: list[Any] = []
+    replayed = p | sb.TestStream().add_epoch([{"timestamp": T0, "value": 1}])
+    replayed.for_each_batch(lambda rows, batch: calls.append(rows))
+    live = p | sb.ReadFromSpark("rate", {"rowsPerSecond": 10})
+    live.union(replayed).write_files(str(tmp_path / "out"))
+    with pytest.raises(sb.PipelineError, match="cannot line their epochs up"):
+        p.run()
+    assert calls == []
+    assert not spark_runner.spark.streams.active
+
+
 def test_read_from_spark_errors_name_the_source_and_what_to_do(spark_runner: Any) -> None:
     with pytest.raises(sb.PipelineError, match=r"ReadFromSpark\(delta\).*give schema="):
         sb.Pipeline() | sb.ReadFromSpark("delta", {"path": "/tmp/x"})
