@@ -39,7 +39,7 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
 import sparkbeam as sb
-from sparkbeam.runners.spark.runner import STATE_STORE
+from sparkbeam.runners.spark.streaming import STATE_STORE
 
 START = datetime(2026, 4, 1)
 SCHEMA = T.StructType(

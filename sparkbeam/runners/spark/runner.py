@@ -26,13 +26,6 @@ if TYPE_CHECKING:
     from sparkbeam.pipeline import Pipeline
 
 
-STATE_STORE = (
-    "spark.sql.streaming.stateStore.providerClass",
-    "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
-)
-"""transformWithState (Sort on unbounded input) needs the RocksDB state store."""
-
-
 DEFAULT_CONF = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
@@ -81,7 +74,6 @@ class SparkRunner:
     def run(self, pipeline: Pipeline) -> SparkResult | SparkStreamingResult:
         if any(not node.info.bounded for node in pipeline.nodes):
             refuse_streaming_limits(pipeline.nodes)
-            self.spark.conf.set(*STATE_STORE)
             check = StreamingTranslation(self.spark, pipeline.nodes, tempfile.mkdtemp())
             try:
                 check.run()  # refuses what Spark cannot do now, before any query runs
