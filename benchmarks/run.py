@@ -1,6 +1,6 @@
 """sparkbeam's benchmarks: one entry point, one table, every figure measured side by side.
 
-    .venv/bin/python benchmarks/run.py                       # everything (about 15 minutes)
+    .venv/bin/python benchmarks/run.py                       # everything (about 25 minutes)
     .venv/bin/python benchmarks/run.py --only direct,scale   # some sections
     .venv/bin/python benchmarks/run.py --quick               # small scales: a smoke run
 
@@ -22,6 +22,11 @@ to 5 s, watermark with a 5 s delay, 60 s tumbling windows, per-key sum):
   query, 1 million rows in 10 epochs fed one at a time) and
   `benchmarks/spark_streaming_live.py` (the same files read by Spark's own file
   source with all of them waiting: production with a backlog).
+- `spark-defaults`: `benchmarks/spark_defaults.py` (issue 22's pipeline, 13
+  rows in 3 epochs: `runner="spark"` with no options, `collect` of the join
+  and `metrics()`, against the same pipeline hand-written in Structured
+  Streaming on a session with Spark's defaults for `local[*]`; each in a
+  fresh process, its session started before the clock).
 
 Each direct-runner and Beam figure is the best of `--repeat` runs, each in a
 fresh process (so peak memory, `ru_maxrss`, is that configuration's alone).
@@ -49,7 +54,7 @@ import data
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BEAM_PYTHON = os.path.join(HERE, ".venv-beam", "bin", "python")
-SECTIONS = ("direct", "scale", "spark-batch", "spark-streaming")
+SECTIONS = ("direct", "scale", "spark-batch", "spark-streaming", "spark-defaults")
 
 
 @dataclass
@@ -278,6 +283,10 @@ def main() -> None:
             ["--rows", str(rows), "--epochs", str(epochs), "--variants", "hand-written,sparkbeam"],
         )
         spark_lines(f"spark streaming, live, {epochs} files", live, 0.25, lines, targets)
+    if "spark-defaults" in sections:
+        defaults = spark_script("spark_defaults.py", [])
+        section = 'spark defaults (runner="spark"; by hand: Spark\'s)'
+        spark_lines(section, defaults, 0.25, lines, targets)
 
     print(f"sparkbeam benchmarks, {time.strftime('%Y-%m-%d')}: {started}")
     print(table(lines))

@@ -116,14 +116,23 @@ def test_metrics_of_spark_streaming_are_the_direct_runners(spark_runner: Any) ->
         sums = w.tumble("t", "5 minutes") | "per window" >> sb.CombinePerKey(
             ["window_start", "k"], n=sb.Count()
         )
-        sums.for_each_batch(lambda rows, batch: None)
-        w | "sorted" >> sb.Sort("t")
-        w.late_rows()
+        sink = sums.for_each_batch(lambda rows, batch: None)
+        ordered = w | "sorted" >> sb.Sort("t")
+        late = w.late_rows()
         result = p.run()
+        metrics = result.metrics()
+        if isinstance(runner, sb.SparkRunner):
+            # The sink's query (run by p.run()) counted the windows: metrics() ran one query
+            # for each last PCollection it did not read, and runs none again.
+            assert set(result.sinks) == {sink.node.id}
+            assert set(result.runs) == {ordered.node.id, late.node.id}
+            ran = dict(result.runs)
+            assert result.metrics() == metrics
+            assert result.collect(ordered) and result.runs == ran
         # state sizes: None on Spark (its state operators are not one per transform)
         return {
             label: attrs.evolve(m, state_size=None, peak_state_size=None)
-            for label, m in result.metrics().items()
+            for label, m in metrics.items()
         }
 
     direct, spark = run(sb.DirectRunner()), run(spark_runner)
@@ -134,3 +143,24 @@ def test_metrics_of_spark_streaming_are_the_direct_runners(spark_runner: Any) ->
     assert (direct["per window"].rows_in, direct["per window"].rows_out) == (3, 3)
     assert direct["per window"].watermarks == {"window_start": at(10)}
     assert direct["sorted"].watermarks == {"t": at(13)}
+
+
+@pytest.mark.spark
+def test_metrics_of_a_live_spark_query_start_no_query(spark: Any, tmp_path: Any) -> None:
+    """A transform only a live sink's query reads is reported as that query counted it so
+    far, before its first micro-batch too: metrics() starts no query of its own."""
+    source = tmp_path / "in"
+    source.mkdir()
+    p = sb.Pipeline(runner=sb.SparkRunner(spark=spark))
+    files = sb.ReadFiles(str(source), format="json", schema={"k": str, "v": int}, streaming=True)
+    (p | "files" >> files) | "sink" >> sb.ForEachBatch(lambda rows, batch: None)
+    result = p.run()
+    try:
+        assert result.metrics()["files"].rows_out == 0
+        (source / "part-000.json").write_text('{"k": "a", "v": 1}\n{"k": "b", "v": 2}\n')
+        result.process_all_available()
+        metrics = result.metrics()
+        assert (metrics["files"].rows_out, metrics["sink"].rows_in) == (2, 2)
+        assert result.runs == {}
+    finally:
+        result.stop()

@@ -32,7 +32,13 @@ from pyspark.sql.streaming.stateful_processor import (
 
 from sparkbeam.derivation import Step, apply_steps
 from sparkbeam.runners.spark.arrow import spark_schema
-from sparkbeam.runners.spark.keyed_state import KEY, as_longs, as_times, in_micros
+from sparkbeam.runners.spark.keyed_state import (
+    KEY,
+    as_longs,
+    as_times,
+    in_micros,
+    transform_with_state,
+)
 from sparkbeam.schema import Schema
 from sparkbeam.transforms.late import LATE_WATERMARK
 
@@ -109,15 +115,10 @@ def current_watermark_filter(
     frame: DataFrame, schema: Schema, judges: Sequence[Column], label: str
 ) -> DataFrame:
     """The rows of `frame` (columns `schema`) not late this batch on any of `judges`."""
-    passed = (
-        _prepared(frame, schema, judges)
-        .groupBy(KEY)
-        .transformWithState(
-            CurrentWatermarkFilter(list(schema.names), len(judges)),
-            spark_schema(as_longs(schema), label),
-            "Append",
-            "EventTime",
-        )
+    passed = transform_with_state(
+        _prepared(frame, schema, judges).groupBy(KEY),
+        CurrentWatermarkFilter(list(schema.names), len(judges)),
+        spark_schema(as_longs(schema), label),
     )
     return passed.select(*as_times(schema))
 
@@ -130,14 +131,9 @@ def late_against_current_watermark(
     `output` is `schema` plus that column."""
     judges = [entry.judge for entry in late]
     bases = [(entry.is_datetime, entry.shift, entry.steps) for entry in late]
-    rows = (
-        _prepared(frame, schema, judges)
-        .groupBy(KEY)
-        .transformWithState(
-            CurrentWatermarkFilter(list(schema.names), len(judges), bases),
-            spark_schema(as_longs(output), label),
-            "Append",
-            "EventTime",
-        )
+    rows = transform_with_state(
+        _prepared(frame, schema, judges).groupBy(KEY),
+        CurrentWatermarkFilter(list(schema.names), len(judges), bases),
+        spark_schema(as_longs(output), label),
     )
     return rows.select(*as_times(output))

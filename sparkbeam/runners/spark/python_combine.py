@@ -31,6 +31,7 @@ from sparkbeam.runners.spark.keyed_state import (
     grouped,
     in_micros,
     key_columns,
+    transform_with_state,
     with_release,
 )
 from sparkbeam.schema import Schema
@@ -113,10 +114,9 @@ def combine_stream(
     prepared = with_release(
         frame.select(*in_micros(in_schema), F.col(judge), *key_columns(keys)), F.col(judge)
     )
-    combined = grouped(prepared, keys).transformWithState(
+    combined = transform_with_state(
+        grouped(prepared, keys),
         PythonCombine(keys, aggregates, in_schema, out_schema),
         spark_schema(as_longs(out_schema), label),
-        "Append",
-        "EventTime",
     )
     return combined.select(*as_times(out_schema))

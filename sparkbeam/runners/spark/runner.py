@@ -15,6 +15,12 @@ from sparkbeam.arrow import from_arrow
 from sparkbeam.runners.spark.engine_errors import spark_errors
 from sparkbeam.runners.spark.limits import refuse_streaming_limits
 from sparkbeam.runners.spark.results import SparkResult
+from sparkbeam.runners.spark.sessions import (
+    active_session,
+    own_conf,
+    unapplied_conf,
+    warn_crowded_partitions,
+)
 from sparkbeam.runners.spark.shipping import ship_package
 from sparkbeam.runners.spark.streaming import StreamingTranslation
 from sparkbeam.runners.spark.streaming_results import SparkStreamingResult
@@ -37,11 +43,15 @@ DEFAULT_CONF = {
 class SparkRunner:
     """Translates the pipeline into PySpark.
 
-    Uses `spark` when given, else starts (or reuses) a session on `master`
-    with `conf` (session time zone UTC). Bounded input runs as a batch job:
-    Spark computes a PCollection when it is collected (or written). The
-    settings a streaming query needs (`STATE_STORE`, ...) are set on the
-    session only while the query starts, then put back as they were.
+    Uses `spark` when given, as it is. Otherwise, when a session is already
+    active (the one `SparkSession.builder.getOrCreate()` would return), it
+    uses that one, also as it is: the runner did not start it, so it changes
+    none of its settings (a `conf` that differs from them is reported in a
+    warning). Otherwise it starts a session on `master` with `conf` (session
+    time zone UTC and, on a local master, one shuffle partition per core
+    unless `conf` names `spark.sql.shuffle.partitions`: `sessions`). Bounded
+    input runs as a batch job: Spark computes a PCollection when it is
+    collected (or written).
     """
 
     def __init__(
@@ -54,6 +64,9 @@ class SparkRunner:
         ship_package: bool = True,
     ) -> None:
         self._spark = spark
+        self.started_session = False
+        """Whether the runner started its session itself (else it changes none of its
+        settings: per-query settings are set only while each query starts)."""
         self.master = master
         self.conf = dict(conf or {})
         self.checkpoint_location = (
@@ -71,11 +84,17 @@ class SparkRunner:
     @property
     def spark(self) -> SparkSession:
         if self._spark is None:
+            active = active_session()
+            if active is not None:
+                unapplied_conf(active, self.conf)
+                self._spark = active
+                return active
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
             builder = SparkSession.builder.master(self.master).appName("sparkbeam")
-            for key, value in {**DEFAULT_CONF, **self.conf}.items():
+            for key, value in own_conf(self.master, DEFAULT_CONF, self.conf).items():
                 builder = builder.config(key, value)
             self._spark = builder.getOrCreate()
+            self.started_session = True
         return self._spark
 
     def run(self, pipeline: Pipeline) -> SparkResult | SparkStreamingResult:
@@ -83,6 +102,9 @@ class SparkRunner:
             ship_package(self.spark)
         if any(not node.info.bounded for node in pipeline.nodes):
             refuse_streaming_limits(pipeline.nodes)
+            spark = self.spark
+            if not self.started_session:
+                warn_crowded_partitions(spark)
             check = StreamingTranslation(self.spark, pipeline.nodes, tempfile.mkdtemp())
             try:
                 check.run()  # refuses what Spark cannot do now, before any query runs

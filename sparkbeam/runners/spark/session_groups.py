@@ -38,6 +38,7 @@ from sparkbeam.runners.spark.keyed_state import (
     as_times,
     grouped,
     held_schema,
+    transform_with_state,
 )
 from sparkbeam.runners.spark.session_windows import held_input
 from sparkbeam.schema import Schema
@@ -162,10 +163,9 @@ def session_groups(
         session_schema,
         out_schema,
     )
-    groups = grouped(released, ()).transformWithState(
+    groups = transform_with_state(
+        grouped(released, ()),
         processor,
         spark_schema(as_longs(out_schema), label),
-        "Append",
-        "EventTime",
     )
     return groups.select(*as_times(out_schema))

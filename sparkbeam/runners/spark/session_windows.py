@@ -31,6 +31,7 @@ from sparkbeam.runners.spark.keyed_state import (
     held_schema,
     in_micros,
     key_columns,
+    transform_with_state,
     with_release,
 )
 from sparkbeam.schema import Schema
@@ -111,10 +112,9 @@ def session_stream(
     kind = schema.type_of(column)
     released = held_input(frame, schema, column, gap, end_judge, key_columns(keys))
     out_schema = as_longs(schema).with_columns((WINDOW_START, int), (WINDOW_END, int))
-    sessions = grouped(released, keys).transformWithState(
+    sessions = transform_with_state(
+        grouped(released, keys),
         SessionWindows(list(schema.names), spark_schema(held_schema(schema), label), gap),
         spark_schema(out_schema, label),
-        "Append",
-        "EventTime",
     )
     return sessions.select(*as_times(schema.with_columns((WINDOW_START, kind), (WINDOW_END, kind))))

@@ -28,6 +28,7 @@ from sparkbeam.runners.spark.keyed_state import (
     held_schema,
     in_micros,
     key_columns,
+    transform_with_state,
     with_release,
 )
 from sparkbeam.schema import Schema
@@ -62,10 +63,9 @@ def sort_stream(
     prepared = frame.select(
         *in_micros(schema), order.alias(ORDER), F.col(judge), *key_columns(keys)
     )
-    sorted_rows = grouped(with_release(prepared, F.col(judge)), keys).transformWithState(
+    sorted_rows = transform_with_state(
+        grouped(with_release(prepared, F.col(judge)), keys),
         EventTimeSort(list(schema.names), spark_schema(held_schema(schema), label)),
         spark_schema(as_longs(schema), label),
-        "Append",
-        "EventTime",
     )
     return sorted_rows.select(*as_times(schema))

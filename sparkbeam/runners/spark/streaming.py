@@ -31,6 +31,7 @@ from sparkbeam.runners.spark.judges import (
     own_judge,
     stateful,
 )
+from sparkbeam.runners.spark.keyed_state import recording_state
 from sparkbeam.runners.spark.late_filter import (
     current_watermark_filter,
     late_against_current_watermark,
@@ -67,8 +68,12 @@ STATE_STORE = (
     "spark.sql.streaming.stateStore.providerClass",
     "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
 )
-"""transformWithState (`Sort`, the late-row filters, ...) needs the RocksDB state store: every
-query starts with it (`queries.Stage.start`)."""
+"""`transformWithState` needs the RocksDB state store: a query that holds one starts with it.
+The other queries keep the session's provider (Spark's default, HDFS-backed, is the faster of
+the two for a windowed aggregation: `benchmarks/state_store.py`). Whether a query holds one
+follows from the pipeline alone, so a query started again from its checkpoint starts with the
+provider it was created with (Spark also keeps the provider in the checkpoint)."""
+
 
 MAX_POLICY = ("spark.sql.streaming.multipleWatermarkPolicy", "max")
 """Spark's watermark of a query is the latest of its `withWatermark`s' instead of the earliest:
@@ -120,9 +125,12 @@ class StreamingTranslation(Translation):
         """How `WithWatermark` drops late rows: a deduplication keyed on the judge, exact when
         it judges by the current batch's watermark; or "current", a pass-through
         `transformWithState` that compares with that watermark (`late_filter`)."""
-        self.settings: dict[str, str] = dict([STATE_STORE])
-        """Spark settings the query starts with: `STATE_STORE`, and `ONE_WATERMARK` (see
-        `StreamingRun`) or `MAX_POLICY` (a `Union` with `policy="max"`)."""
+        self.settings: dict[str, str] = {}
+        """Spark settings the query starts with (`Stage.start` sets them only while it
+        starts): `ONE_WATERMARK` (see `StreamingRun`), `MAX_POLICY` (a `Union` with
+        `policy="max"`), `STATE_STORE` (a `transformWithState`)."""
+        self.keyed_state: set[int] = set()
+        """The nodes whose translators built a `transformWithState` (`keyed_state`)."""
         self.selected = set(range(len(nodes))) if selected is None else selected
         self.staged = staged or set()
         """`WithWatermark`s computed by an earlier stage: read their output instead."""
@@ -167,7 +175,9 @@ class StreamingTranslation(Translation):
         }
 
     def run(self) -> None:
-        """Translate the query's nodes in graph order; judges follow each node's rule."""
+        """Translate the query's nodes in graph order; judges follow each node's rule. A
+        query with a `transformWithState` starts with `STATE_STORE` (recorded as each
+        translator builds one: `keyed_state.transform_with_state`)."""
         for node in self.nodes:
             if node.id not in self.selected:
                 continue
@@ -180,7 +190,10 @@ class StreamingTranslation(Translation):
             inputs = [self.frames[i] for i in node.inputs if i in self.frames]
             origins = frozenset().union(*(self.origins.get(i, frozenset()) for i in node.inputs))
             self.origins[node.id] = origins | ({node.id} if node.rule.own else frozenset())
-            made = translate(self, node, inputs)
+            with recording_state() as state:
+                made = translate(self, node, inputs)
+            if state.used:
+                self.keyed_state.add(node.id)
             if not isinstance(made, Made):
                 made = Made(made)
             if made.policy is not None:
@@ -193,6 +206,8 @@ class StreamingTranslation(Translation):
             self.judges[node.id] = derive_judges(
                 node, [self.judges.get(i, {}) for i in node.inputs]
             )
+        if self.keyed_state:
+            self.settings[STATE_STORE[0]] = STATE_STORE[1]
 
     def _merge_policy(self, node: Node, policy: str) -> None:
         """Note that watermarks of several `WithWatermark`s meet at `node` under `policy`:

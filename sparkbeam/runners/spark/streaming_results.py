@@ -203,19 +203,22 @@ class SparkStreamingResult:
         PCollections'; a live query's counts so far), from Spark's observed
         metrics and `StreamingQueryProgress`: every query counts the rows each
         of its transforms emits and the largest value of each watermarked
-        column. A transform no query ran yet is counted by running the
-        queries of the pipeline's last PCollections (each replays every
-        epoch). Watermarks are Spark's after the last epoch before the end of
+        column. Where those queries already count every transform, nothing
+        runs. Otherwise this runs one more pass: for the transforms no query
+        counted yet, the queries of some of the pipeline's last PCollections
+        (greedily, the one reading the most of them first, until all are
+        read: `_uncounted_leaves`), side by side, each replaying every epoch
+        once. A query that ran is never run again, and a transform only a
+        live query reads is reported as that query counted it so far.
+        Watermarks are Spark's after the last epoch before the end of
         input, moved back through each column's judge and derivation, as the
         direct runner reports them; state sizes are None (Spark's state
         operators do not map one to one onto transforms).
         """
         nodes = self.pipeline.nodes
         found = self._observed()
-        missing = [n for n in nodes if f"n_{n.id}.rows" not in found[0]]
-        if missing:
-            consumed = {i for node in nodes for i in node.inputs}
-            leaves = [n for n in nodes if n.id not in consumed]
+        leaves = self._uncounted_leaves(found[0])
+        if leaves:
             self._prepare_nodes(leaves)
             found = self._observed()
         counts, marks = found
@@ -239,6 +242,27 @@ class SparkStreamingResult:
                 watermark_lag=lags,
             )
         return out
+
+    def _uncounted_leaves(self, counts: dict[str, int]) -> list[Node]:
+        """Last PCollections whose queries read every transform not in `counts` (the one reading
+        the most of them first), never one whose query ran (collected, or a sink); a transform
+        that only a live query reads is left to it (it counts as its batches come)."""
+        nodes = self.pipeline.nodes
+        ran = set(self.runs) | set(self.sinks)
+        live = set().union(
+            *(ancestors(nodes, nodes[n]) for n, run in self.sinks.items() if run.live)
+        )
+        missing = {n.id for n in nodes if f"n_{n.id}.rows" not in counts} - live
+        consumed = {i for node in nodes for i in node.inputs}
+        reach = {n.id: ancestors(nodes, n) for n in nodes if n.id not in consumed | ran}
+        chosen: list[Node] = []
+        while missing:
+            best = max(reach, key=lambda leaf: (len(reach[leaf] & missing), -leaf), default=None)
+            if best is None or not reach[best] & missing:
+                break  # what is left no query counts (none reads it)
+            chosen.append(nodes[best])
+            missing -= reach.pop(best)
+        return chosen
 
     def _observed(self) -> tuple[dict[str, int], dict[int, tuple[int, dict[str, Judge]]]]:
         """Each node's observed counts and Spark watermark, from the first query that ran it."""

@@ -1,0 +1,157 @@
+"""`runner="spark"` out of the box (issue 22): the session the runner starts fits a local
+master, a session it did not start keeps its settings, and the pipelines a new user writes
+with no options agree with the direct runner.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+from typing import Any
+
+import pytest
+
+import sparkbeam as sb
+from sparkbeam.runners.spark.sessions import SHUFFLE_PARTITIONS, local_cores, own_conf
+from sparkbeam.runners.spark.streaming import STATE_STORE
+from tests.agreement.pipelines import row_multiset
+from tests.agreement.streams import STREAM_BUILDERS
+from tests.agreement.test_streaming import run as run_stream
+
+pytestmark = pytest.mark.spark
+
+OWN_SESSIONS = """
+import json
+import sparkbeam as sb
+
+quiet = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}
+found = {}
+runner = sb.SparkRunner(master="local[2]", conf=quiet)
+spark = runner.spark
+found["local[2]"] = [spark.conf.get("spark.sql.shuffle.partitions"), runner.started_session]
+again = sb.SparkRunner()  # no options: the session now active, as it is
+found["again"] = [again.spark is spark, again.started_session]
+spark.stop()
+runner = sb.SparkRunner(master="local[2]", conf={**quiet, "spark.sql.shuffle.partitions": "7"})
+found["conf 7"] = [runner.spark.conf.get("spark.sql.shuffle.partitions"), runner.started_session]
+runner.spark.stop()
+print(json.dumps(found))
+"""
+
+
+def test_local_masters_and_their_cores() -> None:
+    cores = local_cores("local[*]")
+    assert cores is not None and cores >= 1
+    assert local_cores("local") == 1
+    assert local_cores("local[3]") == 3
+    assert local_cores("local[2,4]") == local_cores("local[2, 4]") == 2
+    assert local_cores("local[*,3]") == cores
+    for master in ("spark://host:7077", "yarn", "k8s://https://host", "local-cluster[2,1,1024]"):
+        assert local_cores(master) is None
+    assert local_cores(None) is None
+
+
+def test_the_settings_of_a_session_the_runner_starts() -> None:
+    assert own_conf("local[3]", {"a": "1"}, {}) == {"a": "1", SHUFFLE_PARTITIONS: "3"}
+    assert own_conf("local[3]", {}, {SHUFFLE_PARTITIONS: "7"}) == {SHUFFLE_PARTITIONS: "7"}
+    assert own_conf("spark://host:7077", {"a": "1"}, {}) == {"a": "1"}  # Spark's setting
+
+
+def test_a_session_the_runner_starts_on_local_2_has_2_shuffle_partitions() -> None:
+    """In a process of its own: this one's session is active, and would be reused."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(sb.__file__)))
+    path = [root, *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path), "PYSPARK_PYTHON": sys.executable}
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(OWN_SESSIONS)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found == {"local[2]": ["2", True], "again": [True, False], "conf 7": ["7", True]}
+
+
+def test_conf_for_a_session_already_active_is_not_applied_but_told(spark: Any) -> None:
+    before = spark.conf.getAll
+    with pytest.warns(UserWarning, match=r"spark.sql.shuffle.partitions='2' \(not '5'\)"):
+        runner = sb.SparkRunner(conf={SHUFFLE_PARTITIONS: "5"})
+        assert runner.spark is spark and not runner.started_session
+    assert spark.conf.getAll == before
+
+
+def small_stream(runner: Any) -> tuple[sb.Pipeline, sb.PCollection, sb.PCollection]:
+    """A windowed count (no `transformWithState`) and a `Sort` (one)."""
+    p = sb.Pipeline(runner=runner)
+    stream = sb.TestStream().add_epoch([{"k": "a", "t": 4}, {"k": "b", "t": 1}])
+    w = (p | stream.add_epoch([{"k": "a", "t": 9}])).with_watermark("t", 2)
+    counts = w.tumble("t", 5).combine_per_key(["window_start"], n=sb.Count())
+    return p, counts, w.sort("t")
+
+
+def test_a_crowded_session_passed_in_is_warned_about_once(spark: Any) -> None:
+    crowded = spark.newSession()  # settings of its own; this process's context (local[2,3])
+    crowded.conf.set(SHUFFLE_PARTITIONS, "200")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            small_stream(sb.SparkRunner(spark=crowded))[0].run()  # no query runs before collect
+        with sb.Pipeline(runner=sb.SparkRunner(spark=crowded)) as p:
+            p | sb.Create([{"k": "a"}])  # a batch job: no state stores, no warning
+    found = [str(w.message) for w in caught if SHUFFLE_PARTITIONS in str(w.message)]
+    assert len(found) == 1, found
+    assert f"{SHUFFLE_PARTITIONS}=200 on local[2,3] (2 cores)" in found[0]
+    assert f"spark.conf.set({SHUFFLE_PARTITIONS!r}, '2')" in found[0]
+    assert crowded.conf.get(SHUFFLE_PARTITIONS) == "200"
+
+
+def test_a_session_passed_in_keeps_its_own_settings(spark: Any) -> None:
+    fitting = spark.newSession()
+    fitting.conf.set(SHUFFLE_PARTITIONS, "3")
+    before = fitting.conf.getAll
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        p, counts, ordered = small_stream(sb.SparkRunner(spark=fitting))
+        result = p.run()
+        result.prepare(counts, ordered)
+    assert not [w for w in caught if SHUFFLE_PARTITIONS in str(w.message)]
+    assert row_multiset(result.collect(counts)) == row_multiset(
+        [{"window_start": 0, "n": 2}, {"window_start": 5, "n": 1}]
+    )
+    assert [row["t"] for row in result.collect(ordered)] == [1, 4, 9]
+    # the Sort's query started with the RocksDB state store, set only while it started
+    assert fitting.conf.getAll == before
+    assert fitting.conf.get(SHUFFLE_PARTITIONS) == "3"
+    assert fitting.conf.get(STATE_STORE[0], None) is None
+
+
+@pytest.mark.parametrize("name", ["merged_origins", "sessions", "sorted"])
+def test_a_new_users_pipeline_with_no_options_agrees_with_the_direct_runner(
+    name: str, spark: Any
+) -> None:
+    """`sb.Pipeline(runner="spark")`, nothing else: with the suite's session active,
+    `getOrCreate` would return it, and the runner uses it as it is."""
+    before = spark.conf.getAll
+    direct, direct_counts = run_stream(STREAM_BUILDERS[name], sb.DirectRunner())
+    p = sb.Pipeline(runner="spark")
+    runner = p.runner
+    assert isinstance(runner, sb.SparkRunner)
+    assert (runner.master, runner.conf, runner.checkpoint_location) == ("local[*]", {}, None)
+    outputs, watermarked = STREAM_BUILDERS[name](p)
+    result = p.run()
+    assert runner.spark is spark and not runner.started_session
+    got = {label: result.collect_by_epoch(pc) for label, pc in outputs.items()}
+    counts = [(result.late_count(w), result.invalid_count(w)) for w in watermarked]
+    assert counts == direct_counts
+    for label, epochs in direct.items():
+        assert [row_multiset(e) for e in got[label]] == [row_multiset(e) for e in epochs], label
+        if label == "sorted":
+            assert [r["t"] for e in got[label] for r in e] == [r["t"] for e in epochs for r in e]
+    assert spark.conf.getAll == before

@@ -1,0 +1,67 @@
+"""The RocksDB state store only for the queries that hold a `transformWithState` (issue 22)."""
+
+from __future__ import annotations
+
+import pathlib
+import tempfile
+from typing import Any
+
+import pytest
+
+import sparkbeam as sb
+from sparkbeam.runners.spark.planning import ancestors
+from sparkbeam.runners.spark.streaming import STATE_STORE, StreamingTranslation
+
+pytestmark = pytest.mark.spark
+
+SPARK_RUNNER = pathlib.Path(sb.__file__).parent / "runners" / "spark"
+
+
+class Keys(sb.CombineFn):
+    output_type = int
+
+    def create_accumulator(self) -> int:
+        return 0
+
+    def add_input(self, accumulator: int, element: dict[str, Any]) -> int:
+        return accumulator + 1
+
+    def merge_accumulators(self, accumulators: Any) -> int:
+        return sum(accumulators)
+
+    def extract_output(self, accumulator: int) -> int:
+        return accumulator
+
+
+def test_every_transform_with_state_is_built_where_it_is_recorded() -> None:
+    built = [
+        path.name
+        for path in SPARK_RUNNER.glob("*.py")
+        if ".transformWithState(" in path.read_text() and path.name != "keyed_state.py"
+    ]
+    assert built == [], "build it with keyed_state.transform_with_state"
+
+
+def test_only_queries_with_transform_with_state_start_with_rocksdb(spark: Any) -> None:
+    p = sb.Pipeline()
+    stream = sb.TestStream().add_epoch([{"k": "a", "t": 1}])
+    w = (p | stream).with_watermark("t", 2)
+    windows = w.tumble("t", 5)
+    outputs = {
+        "counted": windows.combine_per_key(["window_start"], n=sb.Count()),
+        "sorted": w.sort("t"),
+        "sessions": w.session("t", 3, keys="k"),
+        "user combine": windows.combine_per_key(["window_start"], n=Keys()),
+        "late rows": w.late_rows(),
+        "joined": windows.join(windows.select("k", "window_start"), on=["k", "window_start"]),
+    }
+    with_state = {"sorted", "sessions", "user combine", "late rows"}
+    for name, pcoll in outputs.items():
+        selected = ancestors(p.nodes, pcoll.node)
+        with tempfile.TemporaryDirectory() as directory:
+            translation = StreamingTranslation(spark, p.nodes, directory, selected)
+            translation.run()
+        want = {STATE_STORE[0]: STATE_STORE[1]} if name in with_state else {}
+        assert translation.settings == want, name
+        assert (pcoll.node.id in translation.keyed_state) == (name in with_state), name
+    assert spark.conf.get(STATE_STORE[0], None) is None
