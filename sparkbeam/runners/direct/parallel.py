@@ -18,17 +18,28 @@ Layout (`Layout.of`), for parallelism N:
   minimum over the units that feed it, never one unit's local watermark.
 - Every other transform runs as many units as its input (`Union`: the most
   of its inputs), unit `i` fed by unit `i` of its input (a forward edge).
-  `WithWatermark` is one of them: each unit filters its own rows with its
-  own local watermark. An input with fewer units than its consumer is spread
-  by an exchange without a key.
+  `WithWatermark` is one of them: each unit filters its own rows. An input
+  with fewer units than its consumer is spread by an exchange without a key.
+
+Watermark filters: the units of one `WithWatermark` meet at every barrier
+(Spark's micro-batch; RisingWave's filter makes its watermark global at
+barriers too): each waits, its inputs blocked, until all have aligned it,
+then `WatermarkFilter.agree` gives them what all of them saw, and they pass
+it on in unit order. With `emit="periodic"` every unit then raises the same
+watermark, from the largest event time seen by all units, and filters the
+next epoch with it: which rows are late never depends on how rows are spread
+over units, and a unit that saw no row follows the global watermark too.
+With `emit="event"` each unit keeps its own (the watermark rises within an
+epoch, row by row). Idleness is decided per filter, from all its units.
 
 Messages: chunks, watermarks, `Barrier(epoch)` and `END` (end of input).
 Every input of a unit is a FIFO channel; a unit takes one message at a
 time. An exchange input goes through the unit's merger for that port
 (`exchange.Merger`). A channel that delivers a barrier is blocked until every
-channel of the unit has delivered it (aligned barriers); then the operator's
-`on_barrier` runs, a checkpoint barrier saves the unit's state, and the
-barrier goes out on every output. `END` is aligned the same way (`on_end`).
+channel of the unit has delivered it (aligned barriers; for a filter, until
+all its units have: above); then the operator's `on_barrier` runs, a
+checkpoint barrier saves the unit's state, and the barrier goes out on every
+output. `END` is aligned the same way (`on_end`).
 
 Schedules: one step delivers one message (a source's step emits its next
 chunk, barrier or `END`). `"fixed"` (default): the units in one order,
@@ -63,6 +74,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
+from typing import cast
 
 from sparkbeam.graph import EdgeInfo, Node
 from sparkbeam.messages import Watermark
@@ -89,7 +101,9 @@ from sparkbeam.runners.direct.units import (
     Unit,
     UnitsRecord,
 )
+from sparkbeam.runners.direct.watermark import WatermarkFilter
 from sparkbeam.transforms.late import DroppedRows, side_outputs
+from sparkbeam.transforms.watermark import WithWatermark
 
 OperatorFactory = Callable[[Node, Sequence[EdgeInfo]], Operator]
 SCHEDULES = ("fixed", "random")
@@ -147,6 +161,10 @@ class ParallelExecutor:
                 unit.operator.sides = self.sides.get(node.id, frozenset())
             self.units.append(units)
         self.global_checks: dict[tuple[int, int], GlobalWatermarkCheck] = {}
+        self.groups: dict[int, list[Unit]] = {
+            node.id: [] for node in nodes if isinstance(node.transform, WithWatermark)
+        }
+        """Per `WithWatermark` node: its units waiting at the barrier for the others."""
         self.pending = Candidates()
         """Units that may have a step to take: unfinished sources, units with messages."""
         for node in nodes:
@@ -299,9 +317,23 @@ class ParallelExecutor:
         self._track_state(unit)
 
     def _align(self, unit: Unit, signal: Barrier | EndOfInput) -> None:
+        unit.waiting = 0
+        group = self.groups.get(unit.node.id)
+        if group is not None and isinstance(signal, Barrier):
+            # A filter's units meet at the barrier: its channels stay blocked until all are here.
+            group.append(unit)
+            if len(group) < len(self.units[unit.node.id]):
+                return
+            self.groups[unit.node.id] = []
+            WatermarkFilter.agree([cast(WatermarkFilter, u.operator) for u in group])
+            for parked in sorted(group, key=lambda u: u.index):
+                self._release(parked, signal)
+            return
+        self._release(unit, signal)
+
+    def _release(self, unit: Unit, signal: Barrier | EndOfInput) -> None:
         for channel in unit.channels:
             channel.blocked = False
-        unit.waiting = 0
         self.pending.add(unit)
         if isinstance(signal, Barrier):
             self._emit(unit, unit.operator.on_barrier(signal.epoch))

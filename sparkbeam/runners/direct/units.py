@@ -253,11 +253,12 @@ class UnitsRecord:
         record = EdgeRecord(len(self.chunks) - 1)
         record.chunks = self.chunks
         merger = Merger(self.units)
-        for _, unit, item in self.events:
+        for epoch, unit, item in self.events:
             if unit < 0:
                 merger = Merger(item, merger.emitted)
                 continue
             merged = merger.on_watermark(unit, item)
             if merged is not None:
                 record.watermarks.append(merged)
+                record.watermark_epochs.append(epoch)
         return record

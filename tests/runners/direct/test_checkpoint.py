@@ -179,8 +179,9 @@ def test_a_failure_restores_the_last_complete_checkpoint_even_twice_in_a_row() -
     assert got == expected
 
 
-def test_rescale_starts_filters_from_the_largest_saved_watermark() -> None:
-    """Unit 0's local watermark is 90 and unit 1's -9 after epoch 0; one unit then takes 90."""
+def test_rescale_starts_filters_from_the_saved_global_watermark() -> None:
+    """Every unit's watermark is 90 after epoch 0 (the largest time seen by any unit is 100):
+    both 50s of epoch 1 are late whatever the parallelism before or after the rescale."""
     epochs = [[{"t": 100}, {"t": 1}], [{"t": 50}, {"t": 50}]]
 
     def late(runner: sb.DirectRunner) -> tuple[int, list[Any]]:
@@ -189,9 +190,23 @@ def test_rescale_starts_filters_from_the_largest_saved_watermark() -> None:
         result = p.run()
         return result.late_count(filtered), [r.parallelism_after for r in result.recoveries]
 
-    assert late(sb.DirectRunner(parallelism=2)) == (1, [])
+    assert late(sb.DirectRunner(parallelism=2)) == (2, [])
     assert late(sb.DirectRunner(parallelism=2, rescale={0: 1})) == (2, [1])
     assert late(sb.DirectRunner(parallelism=2, rescale={0: 3})) == (2, [3])
+
+
+def test_rescale_with_emit_event_starts_filters_from_the_largest_saved_watermark() -> None:
+    """Unit 0's local watermark is 90 and unit 1's -9 after epoch 0; new units take 90."""
+    epochs = [[{"t": 100}, {"t": 1}], [{"t": 50}, {"t": 50}]]
+
+    def late(runner: sb.DirectRunner) -> int:
+        p = sb.Pipeline(runner=runner)
+        filtered = _epochs(p, epochs).with_watermark("t", 10, emit="event")
+        return p.run().late_count(filtered)
+
+    assert late(sb.DirectRunner(parallelism=2)) == 1
+    assert late(sb.DirectRunner(parallelism=2, rescale={0: 1})) == 2
+    assert late(sb.DirectRunner(parallelism=2, rescale={0: 3})) == 2
 
 
 def test_rescale_two_to_three_to_one() -> None:

@@ -176,25 +176,34 @@ def test_layout_puts_exchanges_before_keyed_transforms() -> None:
     assert not layout.exchange(ids["WithWatermark(t)"], ids["Union"])
 
 
-# Watermark filters per unit, the global watermark
+# Watermark filters: one global watermark per epoch (periodic), local ones (event)
 
 
-def test_each_unit_filters_with_its_local_watermark() -> None:
-    """Round robin: unit 0 sees t=100 then t=50, unit 1 sees t=1 then t=50."""
+def _filter_run(runner: sb.DirectRunner, emit: str) -> tuple[int, list[int]]:
+    """Round robin at parallelism 2: unit 0 sees t=100 then t=50, unit 1 sees t=1 then t=50."""
     epochs = [[{"t": 100}, {"t": 1}], [{"t": 50}, {"t": 50}]]
+    p = sb.Pipeline(runner=runner)
+    stream = sb.TestStream()
+    for rows in epochs:
+        stream.add_epoch(rows)
+    filtered = (p | stream).with_watermark("t", 10, emit=emit)
+    ordered = filtered.sort("t")
+    result = p.run()
+    return result.late_count(filtered), [row["t"] for row in result.collect(ordered)]
 
-    def late(runner: sb.DirectRunner) -> tuple[int, list[int]]:
-        p = sb.Pipeline(runner=runner)
-        stream = sb.TestStream()
-        for rows in epochs:
-            stream.add_epoch(rows)
-        filtered = (p | stream).with_watermark("t", 10)
-        ordered = filtered.sort("t")
-        result = p.run()
-        return result.late_count(filtered), [row["t"] for row in result.collect(ordered)]
 
-    assert late(sb.DirectRunner()) == (2, [1, 100])  # wm 90 after epoch 0
-    assert late(sb.DirectRunner(parallelism=2)) == (1, [1, 50, 100])  # unit 1: wm -9
+@pytest.mark.parametrize("parallelism", [1, 2, 3])
+def test_every_unit_filters_with_the_global_watermark(parallelism: int) -> None:
+    """Periodic: the watermark of epoch 1 is 90 in every unit (the largest time of epoch 0 is
+    100, seen by unit 0 only), so both 50s are late, as at parallelism 1 and on Spark."""
+    runner = sb.DirectRunner(parallelism=parallelism, schedule="random", seed=parallelism)
+    assert _filter_run(runner, "periodic") == (2, [1, 100])
+
+
+def test_with_emit_event_each_unit_keeps_its_local_watermark() -> None:
+    """Event: the watermark rises within a unit, after each of its rows (README)."""
+    assert _filter_run(sb.DirectRunner(), "event") == (3, [100])  # 1 after 100: late too
+    assert _filter_run(sb.DirectRunner(parallelism=2), "event") == (1, [1, 50, 100])  # unit 1: -9
 
 
 def test_units_behind_an_exchange_that_disagree_are_caught(monkeypatch: pytest.MonkeyPatch) -> None:
