@@ -88,7 +88,7 @@ from sparkbeam.runners.direct.checkpoint import (
 from sparkbeam.runners.direct.checks import EdgeCheck, GlobalWatermarkCheck, OrderCheck
 from sparkbeam.runners.direct.exchange import FixedRoute, KeyRoute, Merger, Route
 from sparkbeam.runners.direct.executor import EdgeCounters, EdgeRecord
-from sparkbeam.runners.direct.operator import Chunk, Message, Operator, SideRows
+from sparkbeam.runners.direct.operator import Chunk, Idleness, Message, Operator, SideRows
 from sparkbeam.runners.direct.units import (
     END,
     Barrier,
@@ -107,6 +107,32 @@ from sparkbeam.transforms.watermark import WithWatermark
 
 OperatorFactory = Callable[[Node, Sequence[EdgeInfo]], Operator]
 SCHEDULES = ("fixed", "random")
+
+
+def barrier_ranks(nodes: Sequence[Node]) -> list[int]:
+    """Per node, its place in the order the single-unit executor ends an epoch on the nodes
+    (`on_barrier`; `executor.Executor._barrier`): sources in graph order, each followed depth
+    first, a node once its last input has ended the epoch."""
+    followers: list[list[int]] = [[] for _ in nodes]
+    for node in nodes:
+        for producer in node.inputs:
+            followers[producer].append(node.id)
+    arrivals = [0] * len(nodes)
+    ranks = [0] * len(nodes)
+    order = [0]
+
+    def end_epoch(node_id: int) -> None:
+        ranks[node_id] = order[0]
+        order[0] += 1
+        for follower in followers[node_id]:
+            arrivals[follower] += 1
+            if arrivals[follower] == len(nodes[follower].inputs):
+                end_epoch(follower)
+
+    for node in nodes:
+        if not node.inputs:
+            end_epoch(node.id)
+    return ranks
 
 
 class ParallelExecutor:
@@ -130,6 +156,7 @@ class ParallelExecutor:
         self.seed = seed
         self.rng = random.Random(seed)
         self.layout = Layout.of(nodes, plan.parallelism_after(-1))
+        self.ranks = barrier_ranks(nodes)
         self.sides = side_outputs(nodes)
         self._build(start_epoch=0)
         self.epochs = max((u.source.epoch_count for u in self.sources), default=0)
@@ -306,7 +333,21 @@ class ParallelExecutor:
                 if merged_check is not None:
                     merged_check.watermark(merged)
                 signal = merged
+            if unit.deferred is not None:
+                unit.deferred.append((port, signal))
+                return
             out = unit.operator.on_watermark(port, signal)
+        elif isinstance(signal, Idleness):
+            merger = unit.mergers[port]
+            if merger is not None:
+                status = merger.on_status(channel.source, signal)
+                if status is None:
+                    return
+                signal = status
+            if unit.deferred is not None:
+                unit.deferred.append((port, signal))
+                return
+            out = unit.operator.on_status(port, signal)
         else:
             channel.blocked = True
             unit.waiting += 1
@@ -335,6 +376,8 @@ class ParallelExecutor:
         for channel in unit.channels:
             channel.blocked = False
         self.pending.add(unit)
+        if unit.deferred:
+            self._apply_deferred(unit)
         if isinstance(signal, Barrier):
             self._emit(unit, unit.operator.on_barrier(signal.epoch))
             self._track_state(unit)
@@ -347,6 +390,28 @@ class ParallelExecutor:
             self._emit(unit, unit.operator.on_end())
             self._track_state(unit)
             self._pass_end(unit)
+
+    def _apply_deferred(self, unit: Unit) -> None:
+        """Give a merging unit the watermarks and statuses of the epoch, in a fixed order.
+
+        First every `ACTIVE` (an input that brought rows in the epoch, which
+        parallelism 1 sees before any watermark of its end), then the rest by
+        input, in the order parallelism 1 ends the epoch on its inputs
+        (`barrier_ranks`), each input's in arrival order.
+        """
+        assert unit.deferred is not None
+        deferred, unit.deferred = unit.deferred, []
+        ranks = [self.ranks[producer] for producer in unit.node.inputs]
+        active = [(port, m) for port, m in deferred if isinstance(m, Idleness) and not m.idle]
+        rest = [(port, m) for port, m in deferred if not isinstance(m, Idleness) or m.idle]
+        rest.sort(key=lambda item: (ranks[item[0]], item[0]))
+        operator = unit.operator
+        for port, message in active + rest:
+            if isinstance(message, Watermark):
+                self._emit(unit, operator.on_watermark(port, message))
+            else:
+                self._emit(unit, operator.on_status(port, message))
+        self._track_state(unit)
 
     def _pass_barrier(self, unit: Unit, barrier: Barrier) -> None:
         epoch = barrier.epoch
@@ -381,6 +446,10 @@ class ParallelExecutor:
                 for output in unit.outputs:
                     if output.side == message.kind:
                         output.send(message.chunk)
+            elif isinstance(message, Idleness):
+                for output in unit.outputs:
+                    if output.side is None:
+                        output.broadcast(message)
             else:
                 assert isinstance(message, Watermark), f"{unit.name}: {message!r} with units"
                 if unit.check is not None:

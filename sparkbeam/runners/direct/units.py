@@ -23,7 +23,7 @@ from sparkbeam.messages import Watermark
 from sparkbeam.runners.direct.checks import EdgeCheck, OrderCheck
 from sparkbeam.runners.direct.exchange import Merger, Route
 from sparkbeam.runners.direct.executor import EdgeRecord
-from sparkbeam.runners.direct.operator import Chunk, Operator, SourceOperator
+from sparkbeam.runners.direct.operator import Chunk, Idleness, Operator, SourceOperator
 from sparkbeam.transforms.combine import CombinePerKey
 from sparkbeam.transforms.connectors import ForEachBatch
 from sparkbeam.transforms.files import WriteFiles
@@ -49,7 +49,7 @@ class EndOfInput:
 
 
 END = EndOfInput()
-Signal = Chunk | Watermark | Barrier | EndOfInput
+Signal = Chunk | Watermark | Idleness | Barrier | EndOfInput
 
 
 def partition_keys(node: Node) -> tuple[str, ...] | None:
@@ -184,6 +184,9 @@ class Unit:
         self.mergers: list[Merger | None] = [None] * ports
         self.merged_checks: list[EdgeCheck | None] = [None] * ports
         self.outputs: list[Output] = []
+        self.deferred: list[tuple[int, Watermark | Idleness]] | None = [] if ports > 1 else None
+        """A merging unit's watermarks and statuses of the epoch, applied when it aligns the
+        barrier (`parallel.ParallelExecutor`); None for a unit with one input."""
         self.check: EdgeCheck | None = None
         self.order_check: OrderCheck | None = None
         self.epoch = 0
@@ -250,10 +253,13 @@ class UnitsRecord:
         self.events = [event for event in self.events if event[0] <= epoch]
 
     def finish(self) -> EdgeRecord:
+        """The node's edge as one: its rows per epoch, and the units' watermarks merged as an
+        exchange would merge them, epoch by epoch (every unit's watermarks of an epoch before
+        any of the next: a unit running ahead must not hide the value the epoch ended on)."""
         record = EdgeRecord(len(self.chunks) - 1)
         record.chunks = self.chunks
         merger = Merger(self.units)
-        for epoch, unit, item in self.events:
+        for epoch, unit, item in sorted(self.events, key=lambda event: event[0]):
             if unit < 0:
                 merger = Merger(item, merger.emitted)
                 continue
