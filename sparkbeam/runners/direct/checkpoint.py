@@ -9,8 +9,9 @@ consistent cut with nothing in flight. Barrier `e` is a checkpoint every
 epoch named in `rescale`.
 
 What each unit saves (`UnitState`): its operator's `snapshot()` (the state
-logic lives next to each operator), the watermarks it has emitted, the
-state of its mergers, and the state of the invariant checks on its edges.
+logic lives next to each operator), the watermarks it has emitted, whether
+its output and each input is idle, the state of its mergers, and the state
+of the invariant checks on its edges.
 A source's saved state is its offset: the next epoch to read. The recorded
 results are the sink: rows and watermarks are tagged with the epoch they
 belong to, and a restore drops whatever came after the checkpoint, so a
@@ -119,6 +120,8 @@ class UnitState:
 
     operator: Any
     emitted: dict[str, Any]
+    idleness: tuple[bool, tuple[bool, ...]]
+    """Whether the operator's output is idle, and each of its inputs."""
     mergers: list[MergerState | None]
     """Per input port: the merger's state, or None for a forward input."""
     check: dict[str, Any] | None
@@ -161,6 +164,7 @@ def save_unit(unit: Unit) -> UnitState:
     return UnitState(
         operator=unit.operator.snapshot(),
         emitted=unit.operator.emitted_watermarks(),
+        idleness=unit.operator.idleness(),
         mergers=[None if merger is None else merger.snapshot() for merger in unit.mergers],
         check=None if unit.check is None else dict(unit.check.watermarks),
         merged_checks=[None if c is None else dict(c.watermarks) for c in unit.merged_checks],
@@ -184,6 +188,10 @@ def restore_node(saved: Sequence[UnitState], units: Sequence[Unit]) -> None:
         [state.operator for state in saved], count, lambda key: owner_of(key, count)
     )
     emitted = _common_floor(state.emitted for state in saved)
+    idle = all(state.idleness[0] for state in saved)
+    idle_inputs = tuple(
+        all(state.idleness[1][port] for state in saved) for port in range(len(units[0].mergers))
+    )
     check = _common_floor(state.check for state in saved)
     order: dict[Any, Any] = {}
     for state in saved:
@@ -198,6 +206,7 @@ def restore_node(saved: Sequence[UnitState], units: Sequence[Unit]) -> None:
         if state is not None:
             unit.operator.restore(state)
         unit.operator.restore_emitted_watermarks(emitted)
+        unit.operator.restore_idleness((idle, idle_inputs))
         if unit.check is not None:
             unit.check.watermarks = dict(check)
         if unit.order_check is not None:
@@ -205,7 +214,7 @@ def restore_node(saved: Sequence[UnitState], units: Sequence[Unit]) -> None:
         for port in range(ports):
             merger, merged_check = unit.mergers[port], unit.merged_checks[port]
             if merger is not None:
-                merger.restore(MergerState(0, {}, merger_emitted[port]))
+                merger.restore(MergerState(0, {}, merger_emitted[port], (idle_inputs[port],)))
             if merged_check is not None:
                 merged_check.watermarks = dict(merged[port])
 
@@ -214,6 +223,7 @@ def _restore_unit(unit: Unit, state: UnitState) -> None:
     if state.operator is not None:
         unit.operator.restore(state.operator)
     unit.operator.restore_emitted_watermarks(state.emitted)
+    unit.operator.restore_idleness(state.idleness)
     if unit.check is not None and state.check is not None:
         unit.check.watermarks = dict(state.check)
     if unit.order_check is not None and state.order is not None:
@@ -222,6 +232,8 @@ def _restore_unit(unit: Unit, state: UnitState) -> None:
         saved_merger = state.mergers[port]
         if merger is not None and saved_merger is not None:
             merger.restore(saved_merger)
+        elif merger is not None:  # a forward input before: its status, for every producer
+            merger.restore(MergerState(0, {}, {}, (state.idleness[1][port],)))
         merged_check, saved_check = unit.merged_checks[port], state.merged_checks[port]
         if merged_check is not None and saved_check is not None:
             merged_check.watermarks = dict(saved_check)

@@ -396,8 +396,13 @@ class ParallelExecutor:
 
         First every `ACTIVE` (an input that brought rows in the epoch, which
         parallelism 1 sees before any watermark of its end), then the rest by
-        input, in the order parallelism 1 ends the epoch on its inputs
-        (`barrier_ranks`), each input's in arrival order.
+        input, in the order parallelism 1 ends the epoch on them
+        (`barrier_ranks`), each input's in arrival order. The merged values
+        an epoch ends on do not depend on that order (watermarks only rise;
+        inputs going idle are left out together at the barrier,
+        `union.WatermarkMerger.settle`); the order makes the watermarks in
+        between those of parallelism 1 too, where inputs come straight from
+        their filters.
         """
         assert unit.deferred is not None
         deferred, unit.deferred = unit.deferred, []

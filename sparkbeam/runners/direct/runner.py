@@ -185,10 +185,9 @@ class DirectRunner:
                     "the direct runner does not have (its epochs take no time); give idle_after "
                     "as a number of epochs, for example idle_after=3"
                 )
-            modelled = transform.idle_after is None and transform.max_drift is None
-            if self.parallel and not modelled:
+            if self.parallel and transform.max_drift is not None:
                 raise PipelineError(
-                    f"{node.label}: idle_after and max_drift are modelled by the single-unit "
+                    f"{node.label}: max_drift is modelled by the single-unit "
                     "direct runner only; run with sb.DirectRunner() (parallelism=1 and the other "
                     "arguments at their defaults), or drop them to check the parallel run"
                 )

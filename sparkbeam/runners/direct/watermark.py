@@ -213,10 +213,24 @@ class WatermarkFilter(Operator):
         )
 
     def snapshot(self) -> tuple[Any, ...]:
-        return (self.wm, self.upstream, self.max_time, self.late_count, self.invalid_count)
+        return (
+            self.wm,
+            self.upstream,
+            self.max_time,
+            self.late_count,
+            self.invalid_count,
+            self.empty_epochs,
+        )
 
     def restore(self, state: tuple[Any, ...]) -> None:
-        self.wm, self.upstream, self.max_time, self.late_count, self.invalid_count = state
+        (
+            self.wm,
+            self.upstream,
+            self.max_time,
+            self.late_count,
+            self.invalid_count,
+            self.empty_epochs,
+        ) = state
 
     def rescale(self, states: Sequence[Any], units: int, owner: Owner) -> list[Any]:
         wm = highest_of(state[0] for state in states)
@@ -224,7 +238,8 @@ class WatermarkFilter(Operator):
         max_time = highest_of(state[2] for state in states)
         late = sum(state[3] for state in states)
         invalid = sum(state[4] for state in states)
+        empty = min(state[5] for state in states)  # the same in every unit (`agree`)
         return [
-            (wm, upstream, max_time, late if unit == 0 else 0, invalid if unit == 0 else 0)
+            (wm, upstream, max_time, late if unit == 0 else 0, invalid if unit == 0 else 0, empty)
             for unit in range(units)
         ]

@@ -354,18 +354,28 @@ def delays(jitter: int) -> st.SearchStrategy[int]:
 
 
 @st.composite
-def source_plans(draw: st.DrawFn, drift: int, jitter: int, max_epochs: int) -> SourcePlan:
+def source_plans(
+    draw: st.DrawFn, drift: int, jitter: int, max_epochs: int, idle: bool
+) -> SourcePlan:
     epochs = _epochs(draw, draw(st.integers(2, max_epochs)), drift, jitter)
-    return SourcePlan(epochs, draw(delays(jitter)))
+    if idle and draw(st.booleans()):  # silent epochs, to go idle and come back
+        epochs = [rows if draw(st.integers(0, 2)) else [] for rows in epochs]
+    idle_after = draw(st.one_of(st.none(), st.integers(1, 2))) if idle else None
+    return SourcePlan(epochs, draw(delays(jitter)), idle_after=idle_after)
 
 
 @st.composite
-def plans(draw: st.DrawFn, max_epochs: int = 4, max_steps: int = 6) -> Plan:
-    """Random sources (one to three) and a random graph over them; rows late at the filters
-    (delays below the jitter) in most of them."""
+def plans(
+    draw: st.DrawFn, max_epochs: int = 4, max_steps: int = 6, idle: bool = True
+) -> Plan:
+    """Random sources (one to three; with `idle`, some with `idle_after` and silent epochs)
+    and a random graph over them; rows late at the filters (delays below the jitter) in most
+    of them."""
     jitter = draw(st.integers(1, 10))
     drift = draw(st.integers(0, jitter))
-    sources = draw(st.lists(source_plans(drift, jitter, max_epochs), min_size=1, max_size=3))
+    sources = draw(
+        st.lists(source_plans(drift, jitter, max_epochs, idle), min_size=1, max_size=3)
+    )
     pool = [True] * len(sources)
     """Per row stream: whether only stateless transforms follow its filter (`fresh`)."""
     steps: list[Step] = []

@@ -41,9 +41,13 @@ from sparkbeam.runners.direct.sort import SortOperator
 from sparkbeam.runners.direct.union import UnionOperator
 from sparkbeam.runners.direct.watermark import WatermarkFilter
 from tests.runners.direct.parallel_pipelines import (
+    Plan,
     Scenario,
     assert_explained,
+    assert_identical,
     assert_same,
+    observe,
+    plans,
     run,
     scenarios,
 )
@@ -132,6 +136,32 @@ def test_rescale_and_fail_over_keep_the_single_unit_result(
     event("no late rows" if single.late == (0, 0) else "late rows at parallelism 1")
     assert_explained(sc, outcome, single)
     assert_explained(sc, planned, single)
+
+
+@given(st.data(), plans(), st.integers(1, 4), st.integers(0, 2**16))
+def test_random_pipelines_with_failures_and_rescales_give_the_single_unit_result(
+    data: st.DataObject, plan: Plan, parallelism: int, seed: int
+) -> None:
+    """Periodic watermarks: restored and rescaled filters restart from the global watermark
+    saved at the checkpoint, so every result is parallelism 1's, epoch by epoch."""
+    rescale = data.draw(st.none() | rescales(plan.epochs, parallelism), label="rescale")
+    settings = {
+        "parallelism": parallelism,
+        "schedule": data.draw(st.sampled_from(["fixed", "random"]), label="schedule"),
+        "seed": seed,
+        "checkpoint_every": data.draw(st.sampled_from([None, 1, 2]), label="checkpoint_every"),
+        "rescale": rescale,
+    }
+    planned = observe(plan, sb.DirectRunner(**settings))
+    where = data.draw(st.lists(st.floats(0, 0.999), min_size=1, max_size=2), label="fail at")
+    fail_at = [int(fraction * planned.result.steps) for fraction in where]
+    outcome = observe(plan, sb.DirectRunner(**settings, fail_at=fail_at))
+    causes = [r.cause for r in outcome.result.recoveries]
+    event(f"{causes.count('rescale')} rescales, {causes.count('failure')} failures")
+    assert causes.count("failure") >= 1
+    single = observe(plan)
+    assert_identical(planned, single)
+    assert_identical(outcome, single)
 
 
 # Examples
@@ -341,6 +371,7 @@ def test_union_and_filter_rescale_take_the_common_floor_and_the_maximum() -> Non
     old_unions[1].late_count = 2
     states = fresh_union.rescale([u.snapshot() for u in old_unions], 3, lambda key: 0)
     assert [state["latest"] for state in states] == [{"t": [5, None]}] * 3
+    assert [state["idle"] for state in states] == [[False, False]] * 3
     assert [state["late"] for state in states] == [2, 0, 0]  # the total, once
 
     filters = [_fresh(a), _fresh(a)]
@@ -350,4 +381,4 @@ def test_union_and_filter_rescale_take_the_common_floor_and_the_maximum() -> Non
     filters[1].on_chunk(0, Chunk({"t": [4, None]}, 2))
     filters[1].on_barrier(0)
     states = _fresh(a).rescale([f.snapshot() for f in filters], 2, lambda key: 0)
-    assert states == [(9, None, 10, 1, 1), (9, None, 10, 0, 0)]
+    assert states == [(9, None, 10, 1, 1, 0), (9, None, 10, 0, 0, 0)]
