@@ -219,10 +219,8 @@ class JoinOperator(Operator):
 
     def on_status(self, port: int, status: Idleness) -> list[Message]:
         """Active at once; idle from the end of the epoch (`union.WatermarkMerger.going`)."""
-        if status.idle:
-            self.merger.going(port, True)
-            return []
-        return self._merged(self.merger.going(port, False)) + super().on_status(port, status)
+        self.merger.going(port, status.idle)
+        return [] if status.idle else super().on_status(port, status)
 
     def on_barrier(self, epoch: int) -> list[Message]:
         ports, merged = self.merger.settle()

@@ -32,7 +32,10 @@ class WatermarkMerger:
     once: so the output watermark after an epoch does not depend on the order
     in which its inputs ended it (two inputs going idle together would
     otherwise raise it to the latest of whichever went first). An input that
-    brings rows again is counted at once.
+    brings rows again counts again at once, for the next watermark, but its
+    return raises nothing by itself (with every input idle, the first back
+    would otherwise raise the output to its own latest watermark before the
+    others' rows came: late rows would depend on the order inputs return in).
     """
 
     def __init__(self, inputs: int, columns: frozenset[str], policy: str = "min") -> None:
@@ -62,19 +65,13 @@ class WatermarkMerger:
         values[port] = watermark.value
         return self.merged(watermark.column)
 
-    def set_idle(self, port: int, idle: bool) -> list[tuple[str, Any]]:
-        """Mark input `port` idle or active; the merged values of the columns that have one."""
-        self.idle[port] = idle
-        return self._all_merged()
-
-    def going(self, port: int, idle: bool) -> list[tuple[str, Any]]:
-        """Input `port`'s new status: active at once (the merged values, as `set_idle`), idle
-        from the end of the epoch (nothing yet)."""
+    def going(self, port: int, idle: bool) -> None:
+        """Input `port`'s new status: active at once, idle from the end of the epoch."""
         if idle:
             self.going_idle.add(port)
-            return []
+            return
         self.going_idle.discard(port)
-        return self.set_idle(port, False)
+        self.idle[port] = False
 
     def settle(self) -> tuple[list[int], list[tuple[str, Any]]]:
         """At the end of the epoch: leave out, together, the inputs that went idle in it;
@@ -175,11 +172,8 @@ class UnionOperator(Operator):
         return [] if merged is None else self.watermarks([(watermark.column, merged)])
 
     def on_status(self, port: int, status: Idleness) -> list[Message]:
-        if status.idle:
-            self.merger.going(port, True)
-            return []
-        out = self.watermarks(self.merger.going(port, False))
-        return out + super().on_status(port, status)
+        self.merger.going(port, status.idle)
+        return [] if status.idle else super().on_status(port, status)
 
     def on_barrier(self, epoch: int) -> list[Message]:
         ports, merged = self.merger.settle()
