@@ -260,8 +260,8 @@ def test_bad_idle_after_is_refused_when_applied(idle_after: Any, message: str) -
 # --- alignment ---------------------------------------------------------------------------
 
 
-def racing_pipeline(max_drift: int | None) -> tuple[Any, Any, Any, Any]:
-    p = sb.Pipeline()
+def racing_pipeline(max_drift: int | None, runner: Any = None) -> tuple[Any, Any, Any, Any]:
+    p = sb.Pipeline(runner=runner)
     fast = p | "fast" >> stream(*[[{"t": 100 * i + j} for j in range(10)] for i in range(10)])
     slow = p | "slow" >> stream(*[[{"t": 20 * i}] for i in range(60)])
     f = fast.with_watermark("t", 0, max_drift=max_drift)
@@ -271,10 +271,11 @@ def racing_pipeline(max_drift: int | None) -> tuple[Any, Any, Any, Any]:
     return p, f, merged, ordered
 
 
-def test_a_racing_source_is_held_back_so_state_stays_bounded() -> None:
+@by_direct_runner
+def test_a_racing_source_is_held_back_so_state_stays_bounded(direct: sb.DirectRunner) -> None:
     p, _, free_merged, free_ordered = racing_pipeline(None)
     free = p.run()
-    p, f, merged, ordered = racing_pipeline(50)
+    p, f, merged, ordered = racing_pipeline(50, direct)
     held = p.run()
     assert ts(held.collect(ordered)) == ts(free.collect(free_ordered))  # the same rows, in order
     assert held.late_count(merged) == free.late_count(free_merged) == 0
@@ -306,18 +307,6 @@ def test_max_drift_between_watermarks_of_different_types_is_refused() -> None:
     b = (p | "b" >> stream([{"t": datetime(2026, 1, 1), "n": 1}])).with_watermark("n", 0)
     a.union(b)
     with pytest.raises(sb.PipelineError, match=r"max_drift compares.*cannot be compared"):
-        p.run()
-
-
-@pytest.mark.parametrize(
-    "runner",
-    [sb.DirectRunner(parallelism=2), sb.DirectRunner(schedule="random", seed=1)],
-    ids=["parallel", "random"],
-)
-def test_parallel_units_refuse_drift(runner: Any) -> None:
-    p = sb.Pipeline(runner=runner)
-    (p | stream([{"t": 1}])).with_watermark("t", 0, max_drift=5)
-    with pytest.raises(sb.PipelineError, match="single-unit direct runner only"):
         p.run()
 
 

@@ -136,6 +136,8 @@ class Checkpoint:
     epoch: int
     units: tuple[int, ...]
     """The number of units of each node when it was taken."""
+    offsets: dict[int, int]
+    """Each source node's offset: the next epoch of its own it reads (`reading.Reading`)."""
     states: dict[tuple[int, int], UnitState] = attrs.field(factory=dict)
 
     @property

@@ -113,7 +113,7 @@ class Executor:
         connect_sides(nodes, operators)
         self.sources = [op for op in operators if isinstance(op, SourceOperator)]
         self.epochs = max((op.epoch_count for op in self.sources), default=0)
-        self.alignment = Alignment.of(nodes, operators)
+        self.alignment = Alignment.of(nodes, [[op] for op in operators])
         self.counters = [EdgeCounters(node.info.watermarked) for node in nodes]
         self.records = {node_id: EdgeRecord(self.epochs) for node_id in recorded}
         self.checks = (

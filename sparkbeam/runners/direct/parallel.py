@@ -101,7 +101,10 @@ from sparkbeam.runners.direct.units import (
     Unit,
     UnitsRecord,
 )
+from sparkbeam.runners.direct.alignment import Alignment, filters_of
+from sparkbeam.runners.direct.reading import Reading, hold_none
 from sparkbeam.runners.direct.watermark import WatermarkFilter
+from sparkbeam.runners.shared.alignment import AlignmentGraph
 from sparkbeam.transforms.late import DroppedRows, side_outputs
 from sparkbeam.transforms.watermark import WithWatermark
 
@@ -158,8 +161,15 @@ class ParallelExecutor:
         self.layout = Layout.of(nodes, plan.parallelism_after(-1))
         self.ranks = barrier_ranks(nodes)
         self.sides = side_outputs(nodes)
+        self.aligned = AlignmentGraph.of(nodes)
         self._build(start_epoch=0)
-        self.epochs = max((u.source.epoch_count for u in self.sources), default=0)
+        self.reading = Reading(
+            {u.node.id: u.source.epoch_count for u in self.sources}, self.aligned is not None
+        )
+        self.epochs = self.reading.end or 0
+        """The number of pipeline epochs (with `max_drift`: known once the input has ended)."""
+        self.released = [0]
+        """Per epoch: how many filters have ended it (with `max_drift`, the next is then planned)."""
         self.records = {
             node_id: UnitsRecord(self.epochs, self.layout.units[node_id]) for node_id in recorded
         }
@@ -213,6 +223,9 @@ class ParallelExecutor:
         self.order = [unit for units in self.units for unit in units]
         random.Random(self.seed * 1009 + layout.parallelism).shuffle(self.order)
         self.totals = [0] * len(nodes)
+        self.alignment = (
+            None if self.aligned is None else Alignment(self.aligned, filters_of(self.operators()))
+        )
 
     def _connect(self, producer: int, node: Node, port: int) -> None:
         layout = self.layout
@@ -276,6 +289,8 @@ class ParallelExecutor:
         stuck = [unit.name for units in self.units for unit in units if not unit.done]
         if stuck:
             raise RuntimeError(f"parallel run ended with units still running: {stuck}")
+        assert self.reading.end is not None
+        self.epochs = self.reading.end
 
     def _pick(self) -> tuple[Unit, Channel | None] | None:
         if self.schedule == "random":
@@ -283,7 +298,7 @@ class ParallelExecutor:
             while pending.items:
                 unit = pending.items[rng.randrange(len(pending.items))]
                 if isinstance(unit, SourceUnit):
-                    if not unit.done:
+                    if unit.ready(self.reading):
                         return unit, None
                 else:
                     channels = unit.open_channels()
@@ -299,14 +314,14 @@ class ParallelExecutor:
         for source in self.order:
             if (
                 isinstance(source, SourceUnit)
-                and not source.done
+                and source.ready(self.reading)
                 and (behind is None or source.epoch < behind.epoch)
             ):
                 behind = source
         return None if behind is None else (behind, None)
 
     def _source_step(self, unit: SourceUnit) -> None:
-        signal = unit.next_signal(self.epochs)
+        signal = unit.next_signal(self.reading)
         if isinstance(signal, Chunk):
             self._emit(unit, [signal])
         elif isinstance(signal, Barrier):
@@ -366,9 +381,13 @@ class ParallelExecutor:
             if len(group) < len(self.units[unit.node.id]):
                 return
             self.groups[unit.node.id] = []
-            WatermarkFilter.agree([cast(WatermarkFilter, u.operator) for u in group])
+            filters = [cast(WatermarkFilter, u.operator) for u in group]
+            if self.alignment is not None:
+                self.alignment.pause_filter(unit.node.id, self.reading.held[signal.epoch])
+            WatermarkFilter.agree(filters)
             for parked in sorted(group, key=lambda u: u.index):
                 self._release(parked, signal)
+            self._filter_ended(signal.epoch)
             return
         self._release(unit, signal)
 
@@ -390,6 +409,17 @@ class ParallelExecutor:
             self._emit(unit, unit.operator.on_end())
             self._track_state(unit)
             self._pass_end(unit)
+
+    def _filter_ended(self, epoch: int) -> None:
+        """One more filter ended `epoch`; with `max_drift`, once all have: plan the next."""
+        released = self.released
+        while len(released) <= epoch:
+            released.append(0)
+        released[epoch] += 1
+        if self.alignment is not None and released[epoch] == len(self.groups):
+            self.reading.decide_after(epoch, self.alignment.held)
+            for source in self.sources:
+                self.pending.add(source)
 
     def _apply_deferred(self, unit: Unit) -> None:
         """Give a merging unit the watermarks and statuses of the epoch, in a fixed order.
@@ -442,8 +472,8 @@ class ParallelExecutor:
                 if unit.order_check is not None:
                     unit.order_check.chunk(message)
                 if record is not None:
-                    record.chunks[min(unit.epoch, self.epochs)].append(message)
-                self.counters[unit.node.id][min(unit.epoch, self.epochs)].chunk(message)
+                    record.epoch(unit.epoch).append(message)
+                self._counters(unit.node.id, unit.epoch).chunk(message)
                 for output in unit.outputs:
                     if output.side is None:
                         output.send(message)
@@ -465,6 +495,12 @@ class ParallelExecutor:
                     if output.side is None:
                         output.broadcast(message)
 
+    def _counters(self, node_id: int, epoch: int) -> EdgeCounters:
+        counters = self.counters[node_id]
+        while len(counters) <= epoch:
+            counters.append(EdgeCounters(self.nodes[node_id].info.watermarked))
+        return counters[epoch]
+
     def _track_state(self, unit: Unit) -> None:
         size = unit.operator.state_size()
         if size != unit.state:
@@ -479,7 +515,9 @@ class ParallelExecutor:
     def _save(self, unit: Unit, epoch: int) -> None:
         checkpoint = self.taking.get(epoch)
         if checkpoint is None:
-            checkpoint = self.taking[epoch] = Checkpoint(epoch, self.layout.units)
+            checkpoint = self.taking[epoch] = Checkpoint(
+                epoch, self.layout.units, self.reading.offsets(epoch)
+            )
         checkpoint.states[(unit.node.id, unit.index)] = save_unit(unit)
         if not checkpoint.complete:
             return
@@ -501,6 +539,9 @@ class ParallelExecutor:
         for units in self.units:
             for unit in units:
                 self._track_state(unit)
+        del self.released[epoch + 1 :]
+        hold = self.alignment.held if self.alignment is not None else hold_none
+        self.reading.restore(epoch, None if checkpoint is None else checkpoint.offsets, hold)
         for node_id, record in self.records.items():
             record.truncate(epoch)
             count = self.layout.units[node_id]
@@ -526,4 +567,4 @@ class ParallelExecutor:
         return [[unit.operator for unit in units] for units in self.units]
 
     def finished_records(self) -> dict[int, EdgeRecord]:
-        return {node_id: record.finish() for node_id, record in self.records.items()}
+        return {node_id: record.finish(self.epochs) for node_id, record in self.records.items()}

@@ -185,12 +185,6 @@ class DirectRunner:
                     "the direct runner does not have (its epochs take no time); give idle_after "
                     "as a number of epochs, for example idle_after=3"
                 )
-            if self.parallel and transform.max_drift is not None:
-                raise PipelineError(
-                    f"{node.label}: max_drift is modelled by the single-unit "
-                    "direct runner only; run with sb.DirectRunner() (parallelism=1 and the other "
-                    "arguments at their defaults), or drop them to check the parallel run"
-                )
 
     def _run_parallel(self, pipeline: Pipeline) -> DirectResult:
         executor = ParallelExecutor(

@@ -355,26 +355,36 @@ def delays(jitter: int) -> st.SearchStrategy[int]:
 
 @st.composite
 def source_plans(
-    draw: st.DrawFn, drift: int, jitter: int, max_epochs: int, idle: bool
+    draw: st.DrawFn, drift: int, jitter: int, max_epochs: int, idle: bool, drifts: bool
 ) -> SourcePlan:
     epochs = _epochs(draw, draw(st.integers(2, max_epochs)), drift, jitter)
+    lag = draw(st.integers(0, 2 * jitter))  # some sources behind others: late under policy='max'
+    epochs = [
+        [{**row, "t": None if row["t"] is None else row["t"] - lag} for row in rows]
+        for rows in epochs
+    ]
     if idle and draw(st.booleans()):  # silent epochs, to go idle and come back
         epochs = [rows if draw(st.integers(0, 2)) else [] for rows in epochs]
     idle_after = draw(st.one_of(st.none(), st.integers(1, 2))) if idle else None
-    return SourcePlan(epochs, draw(delays(jitter)), idle_after=idle_after)
+    max_drift = draw(st.one_of(st.none(), st.integers(0, 2 * jitter))) if drifts else None
+    return SourcePlan(epochs, draw(delays(jitter)), idle_after=idle_after, max_drift=max_drift)
 
 
 @st.composite
 def plans(
-    draw: st.DrawFn, max_epochs: int = 4, max_steps: int = 6, idle: bool = True
+    draw: st.DrawFn,
+    max_epochs: int = 4,
+    max_steps: int = 6,
+    idle: bool = True,
+    drifts: bool = True,
 ) -> Plan:
-    """Random sources (one to three; with `idle`, some with `idle_after` and silent epochs)
-    and a random graph over them; rows late at the filters (delays below the jitter) in most
-    of them."""
+    """Random sources (one to three; with `idle`, some with `idle_after` and silent epochs;
+    with `drifts`, some with `max_drift`) and a random graph over them; rows late at the
+    filters (delays below the jitter) in most of them."""
     jitter = draw(st.integers(1, 10))
     drift = draw(st.integers(0, jitter))
     sources = draw(
-        st.lists(source_plans(drift, jitter, max_epochs, idle), min_size=1, max_size=3)
+        st.lists(source_plans(drift, jitter, max_epochs, idle, drifts), min_size=1, max_size=3)
     )
     pool = [True] * len(sources)
     """Per row stream: whether only stateless transforms follow its filter (`fresh`)."""
@@ -385,17 +395,22 @@ def plans(
         "shift",
         "watermark",
         "union",
+        "union",  # where watermarks meet: policies, idle inputs, alignment
         "sort",
         "tumble_combine",
         "hop_combine",
         "session",
         "window_join",
+        "window_join",
         "interval_join",
     ]
-    for _ in range(draw(st.integers(1, max_steps))):
+    for step in range(draw(st.integers(1, max_steps))):
         kind = draw(st.sampled_from(kinds))
         one = st.integers(0, len(pool) - 1)
         i = draw(one)
+        if step == 0 and len(sources) > 1 and draw(st.booleans()):
+            kind, i = draw(st.sampled_from(["union", "window_join"])), 0  # sources meet
+            one = st.just(1)
         if kind == "filter":
             steps.append(Step(kind, (i,), (draw(st.integers(2, 4)),)))
             pool.append(pool[i])
@@ -409,9 +424,9 @@ def plans(
             steps.append(Step(kind, (i,), (draw(delays(jitter)),)))
             pool.append(pool[i])
         elif kind == "union":
-            j = draw(one.filter(lambda j: j != i)) if len(pool) > 1 else None
-            if j is None:
+            if len(pool) < 2:
                 continue
+            j = draw(one.filter(lambda j: j != i))
             fresh = pool[i] and pool[j]
             policy = draw(st.sampled_from(["min", "max"])) if fresh else "min"
             steps.append(Step(kind, (i, j), (policy,)))
