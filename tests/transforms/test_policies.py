@@ -54,7 +54,9 @@ by_direct_runner = pytest.mark.parametrize(
 
 
 @by_direct_runner
-def test_union_policy_max_follows_the_fastest_input_and_drops_the_slower_ones_rows(direct: sb.DirectRunner) -> None:
+def test_union_policy_max_follows_the_fastest_input_and_drops_the_slower_ones_rows(
+    direct: sb.DirectRunner,
+) -> None:
     p = sb.Pipeline(runner=direct)
     fast = (p | "fast" >> stream([{"t": 100}], [{"t": 101}])).with_watermark("t", 0)
     slow = (p | "slow" >> stream([{"t": 1}], [{"t": 2}, {"t": 150}])).with_watermark("t", 0)

@@ -25,9 +25,7 @@ class Alignment:
         """Each `WithWatermark` node's filters, one per unit."""
 
     @classmethod
-    def of(
-        cls, nodes: Sequence[Node], operators: Sequence[Sequence[Operator]]
-    ) -> Alignment | None:
+    def of(cls, nodes: Sequence[Node], operators: Sequence[Sequence[Operator]]) -> Alignment | None:
         """The alignment of a pipeline (each node's operators, one per unit), or None when no
         `WithWatermark` has `max_drift`."""
         graph = AlignmentGraph.of(nodes)
@@ -50,7 +48,6 @@ class Alignment:
             paused = bool(held & self.graph.sources_of[node_id])
             for unit in units:
                 unit.paused = paused
-
 
     def pause_filter(self, node_id: int, held: set[int]) -> None:
         """`pause` for one filter's units, as they end an epoch in which `held` were held."""

@@ -25,7 +25,10 @@ start empty, and the sources replay from their saved offsets.
 Rescale (`rescale={epoch: units}`): once checkpoint `epoch` is complete the
 run stops and restarts from it with the new parallelism. Keyed state goes to
 the unit that now owns its key (`Operator.rescale`); watermark filters start
-from the maximum of the saved local watermarks; everything that is a promise
+from the global watermark saved at the checkpoint (with `emit="periodic"` every
+unit saved the same one; with `emit="event"`, the largest of the local ones),
+so a run with failures and rescales gives the fault-free run at parallelism 1;
+a source continues from its saved offset; everything that is a promise
 about an edge (the watermarks an operator or merger has emitted, the state of
 the invariant W checks) starts from what every old unit promised: per column,
 the minimum over the old units (nothing when one of them had nothing). So

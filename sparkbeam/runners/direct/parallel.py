@@ -57,17 +57,33 @@ every merger's output (so watermarks never decrease on any edge), the order
 after `Sort`, and at every barrier the global watermark
 (`checks.GlobalWatermarkCheck`).
 
+Merges: a unit with several inputs (`Union`, `Join`) takes the rows of an
+epoch at once and its inputs' watermarks and statuses when it aligns the
+barrier (`_apply_deferred`), so it judges every row of an epoch against the
+watermark of the epoch before, whatever the schedule, as parallelism 1 does
+(there every row of an epoch reaches a merge before any watermark of the
+epoch's end). Statuses (`Idleness`) travel like watermarks: broadcast, and
+through an exchange's merger (a port is idle when every producing unit is).
+
 Dropped rows (`SideRows`) go only to the units of the `DroppedRows` nodes
 reading that kind (forward edges, as for any transform without keys), as
-their chunks; they get no watermark. Idleness and watermark alignment
-(`idle_after`, `max_drift`) are not modelled with units: the runner refuses
-them.
+their chunks; they get no watermark. Watermark alignment (`max_drift`): which
+epoch each source reads is planned per pipeline epoch (`reading.Reading`),
+the next one once every filter has ended the last.
+
+What parallelism changes: with `emit="periodic"` everywhere, nothing a run
+gives (rows and late rows per epoch, the sort order within each key, the
+watermark each epoch ends on, counters; tested by random pipelines in
+`tests/runners/direct/test_parallel.py`). What remains: the order of rows
+within an epoch, ties of a `Sort` across units, the watermarks in between
+those an epoch ends on where inputs do not come straight from their filters,
+and, with `emit="event"`, the filters' local watermarks (README).
 
 Results are merged over units: the rows of a PCollection per epoch in the
 order its units emitted them; its watermarks are those its units emitted,
-merged as an exchange would merge them (the PCollection's global
-watermark); counters are summed over units and the peak state is the peak of
-the sum over units. `fail_at` and `rescale`: see `checkpoint`.
+merged epoch by epoch as an exchange would merge them (the PCollection's
+global watermark); counters are summed over units and the peak state is the
+peak of the sum over units. `fail_at` and `rescale`: see `checkpoint`.
 """
 
 from __future__ import annotations
@@ -78,6 +94,7 @@ from typing import cast
 
 from sparkbeam.graph import EdgeInfo, Node
 from sparkbeam.messages import Watermark
+from sparkbeam.runners.direct.alignment import Alignment, filters_of
 from sparkbeam.runners.direct.checkpoint import (
     Checkpoint,
     CheckpointPlan,
@@ -89,6 +106,7 @@ from sparkbeam.runners.direct.checks import EdgeCheck, GlobalWatermarkCheck, Ord
 from sparkbeam.runners.direct.exchange import FixedRoute, KeyRoute, Merger, Route
 from sparkbeam.runners.direct.executor import EdgeCounters, EdgeRecord
 from sparkbeam.runners.direct.operator import Chunk, Idleness, Message, Operator, SideRows
+from sparkbeam.runners.direct.reading import Reading, hold_none
 from sparkbeam.runners.direct.units import (
     END,
     Barrier,
@@ -101,8 +119,6 @@ from sparkbeam.runners.direct.units import (
     Unit,
     UnitsRecord,
 )
-from sparkbeam.runners.direct.alignment import Alignment, filters_of
-from sparkbeam.runners.direct.reading import Reading, hold_none
 from sparkbeam.runners.direct.watermark import WatermarkFilter
 from sparkbeam.runners.shared.alignment import AlignmentGraph
 from sparkbeam.transforms.late import DroppedRows, side_outputs
@@ -169,7 +185,7 @@ class ParallelExecutor:
         self.epochs = self.reading.end or 0
         """The number of pipeline epochs (with `max_drift`: known once the input has ended)."""
         self.released = [0]
-        """Per epoch: how many filters have ended it (with `max_drift`, the next is then planned)."""
+        """Per epoch: how many filters have ended it (with `max_drift` the next is then planned)."""
         self.records = {
             node_id: UnitsRecord(self.epochs, self.layout.units[node_id]) for node_id in recorded
         }

@@ -426,7 +426,7 @@ def plans(
         elif kind == "union":
             if len(pool) < 2:
                 continue
-            j = draw(one.filter(lambda j: j != i))
+            j = draw(one.filter(lambda j, i=i: j != i))
             fresh = pool[i] and pool[j]
             policy = draw(st.sampled_from(["min", "max"])) if fresh else "min"
             steps.append(Step(kind, (i, j), (policy,)))

@@ -6,11 +6,16 @@ intervals, failure points (mid-epoch included) and rescales:
 - Fail-over without rescale gives exactly the fault-free run at the same
   parallelism, late rows included: the same rows (nothing lost, nothing
   duplicated) in the same epochs, and the same counters.
-- With rescales (and failures) the output is the single-unit output when no
-  row is late there; otherwise it is exactly the single-unit result on the
-  rows the filters passed, and the filters dropped no more rows than the
-  single unit (they restart from the largest saved local watermark, never
-  above the single unit's watermark).
+- With periodic watermarks, rescales and failures change nothing: random
+  pipelines (every transform, several sources, idle and held-back sources)
+  give the fault-free single-unit result epoch by epoch, late rows and
+  watermarks included (restored and rescaled filters restart from the global
+  watermark saved at the checkpoint; sources from their saved offsets).
+- With a filter under `emit="event"` and rescales, the output is the
+  single-unit output when no row is late there; otherwise it is exactly the
+  single-unit result on the rows the filters passed, and the filters dropped
+  no more rows than the single unit (they restart from the largest saved
+  local watermark, never above the single unit's watermark).
 - Invariant W holds throughout, right after each restore included: the
   runner's checks restart from the checkpoint's (or, after a rescale, from
   what every old unit had promised), so a restored unit that emitted a row
