@@ -13,7 +13,10 @@ them (so invariant W holds on its output) and they go to its `late_rows()`.
 
 Idle inputs (`WithWatermark(idle_after=...)` upstream) are left out of the
 minimum or maximum until they bring rows again; their rows below the output
-watermark are late here too.
+watermark are late here too. Inputs that go idle in one epoch are left out
+together at its end; an input back counts for the next watermark (its return
+emits none by itself), so no result depends on the order in which inputs end
+an epoch or come back.
 """
 
 from __future__ import annotations

@@ -309,7 +309,6 @@ def unknown(p: sb.Pipeline, mode: Mode) -> list[sb.PCollection]:
 S = spark_limits
 D = direct_limits
 ONE_EPOCH = Runs("accepted, changes nothing (one epoch)")
-PER_UNIT = Runs("yes, late rows judged per unit", compared=False)
 LIVE_MERGE = Refused(S.LIVE_MERGE)
 
 FEATURES: tuple[Feature, ...] = (
@@ -340,13 +339,12 @@ FEATURES: tuple[Feature, ...] = (
     Feature(
         '`policy="max"` on `Union` and window `Join`',
         lambda p, mode: merges(p, mode, "max"),
-        _outcomes(parallel=PER_UNIT, batch=ONE_EPOCH, live=LIVE_MERGE),
+        _outcomes(batch=ONE_EPOCH, live=LIVE_MERGE),
     ),
     Feature(
         '`policy="max"` on an interval `Join`',
         interval_join_max,
         _outcomes(
-            parallel=PER_UNIT,
             batch=ONE_EPOCH,
             streaming=Refused(S.INTERVAL_JOIN_MAX),
             live=Refused(S.INTERVAL_JOIN_MAX),
@@ -356,7 +354,6 @@ FEATURES: tuple[Feature, ...] = (
         '`policy="max"` and `policy="min"` merges in one query',
         policies_meet,
         _outcomes(
-            parallel=PER_UNIT,
             batch=ONE_EPOCH,
             streaming=Refused(S.POLICIES_MEET),
             live=Refused(S.POLICIES_MEET),
@@ -366,7 +363,6 @@ FEATURES: tuple[Feature, ...] = (
         '`Union` under `policy="max"` of a column derived differently on its inputs',
         union_derived_apart,
         _outcomes(
-            parallel=PER_UNIT,
             batch=ONE_EPOCH,
             streaming=Refused(S.UNION_DERIVED_APART),
             live=Refused(S.UNION_DERIVED_APART),
@@ -395,7 +391,6 @@ FEATURES: tuple[Feature, ...] = (
         "`idle_after` (epochs)",
         idle_epochs,
         _outcomes(
-            parallel=Refused(D.PARALLEL_IDLE_DRIFT),
             batch=ONE_EPOCH,
             live=LIVE_MERGE,
         ),
@@ -415,7 +410,6 @@ FEATURES: tuple[Feature, ...] = (
         "`max_drift`",
         drifting,
         _outcomes(
-            parallel=Refused(D.PARALLEL_IDLE_DRIFT),
             batch=ONE_EPOCH,
             live=Refused(S.MAX_DRIFT_LIVE),
         ),
@@ -424,7 +418,6 @@ FEATURES: tuple[Feature, ...] = (
         "`max_drift` and `idle_after` in one pipeline",
         drifting_and_idle,
         _outcomes(
-            parallel=Refused(D.PARALLEL_IDLE_DRIFT),
             batch=ONE_EPOCH,
             streaming=Refused(S.MAX_DRIFT_WITH_IDLE, at="collect"),
             live=Refused(S.MAX_DRIFT_LIVE),

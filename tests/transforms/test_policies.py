@@ -39,17 +39,35 @@ def ts(rows: list[dict[str, Any]]) -> list[Any]:
     return [row["t"] for row in rows]
 
 
+DIRECT = [
+    sb.DirectRunner(),
+    sb.DirectRunner(parallelism=3, schedule="random", seed=5),
+    sb.DirectRunner(parallelism=2, checkpoint_every=1, fail_at=[9, 30]),
+]
+"""The single unit and parallel units: the same results, epoch by epoch (issue 14)."""
+by_direct_runner = pytest.mark.parametrize(
+    "direct", DIRECT, ids=["single", "parallel", "fail-over"]
+)
+
+
 # --- policy ------------------------------------------------------------------------------
 
 
-def test_union_policy_max_follows_the_fastest_input_and_drops_the_slower_ones_rows() -> None:
-    p = sb.Pipeline()
+@by_direct_runner
+def test_union_policy_max_follows_the_fastest_input_and_drops_the_slower_ones_rows(
+    direct: sb.DirectRunner,
+) -> None:
+    p = sb.Pipeline(runner=direct)
     fast = (p | "fast" >> stream([{"t": 100}], [{"t": 101}])).with_watermark("t", 0)
     slow = (p | "slow" >> stream([{"t": 1}], [{"t": 2}, {"t": 150}])).with_watermark("t", 0)
     merged = fast.union(slow, policy="max")
     late = merged.late_rows()
     result = p.run()
-    assert [ts(rows) for rows in result.collect_by_epoch(merged)] == [[100, 1], [101, 150], []]
+    assert [sorted(ts(rows)) for rows in result.collect_by_epoch(merged)] == [
+        [1, 100],
+        [101, 150],
+        [],
+    ]
     assert result.collect_by_epoch(late) == [[], [{"t": 2, "late_watermark": 100}], []]
     assert marks(result, merged) == [100, 101, 150]
     assert result.late_count(merged) == 1
@@ -88,8 +106,11 @@ def test_policy_max_makes_more_rows_late_downstream_windows_close_earlier() -> N
     assert fastest == [[0], [10], [30], [50]]
 
 
-def test_join_policy_max_drops_slow_sides_rows_as_late_laid_out_unmatched() -> None:
-    p = sb.Pipeline()
+@by_direct_runner
+def test_join_policy_max_drops_slow_sides_rows_as_late_laid_out_unmatched(
+    direct: sb.DirectRunner,
+) -> None:
+    p = sb.Pipeline(runner=direct)
     left = (p | "l" >> stream([{"t": 10, "a": "x"}], [{"t": 20, "a": "y"}])).with_watermark("t", 0)
     right = (
         p | "r" >> stream([{"t": 1, "b": 1}], [{"t": 5, "b": 2}, {"t": 20, "b": 3}])
@@ -154,8 +175,11 @@ def test_a_silent_source_holds_back_windows_without_idle_after() -> None:
     assert result.collect(late) == []
 
 
-def test_an_idle_source_no_longer_holds_back_windows_and_its_old_rows_come_back_late() -> None:
-    p, merged, windows, late = silent_source_pipeline(1)
+@by_direct_runner
+def test_an_idle_source_no_longer_holds_back_windows_and_its_old_rows_come_back_late(
+    direct: sb.DirectRunner,
+) -> None:
+    p, merged, windows, late = silent_source_pipeline(1, direct)
     result = p.run()
     emitted = [sorted(r["window_start"] for r in rows) for rows in result.collect_by_epoch(windows)]
     assert emitted == [[], [0, 10], [20], [30], [40], [50], [60, 70]]
@@ -171,8 +195,9 @@ def test_an_idle_source_no_longer_holds_back_windows_and_its_old_rows_come_back_
     assert marks(result, merged) == [5, 20, 30, 40, 50, 60]
 
 
-def test_idle_after_counts_only_epochs_with_no_rows() -> None:
-    p = sb.Pipeline()
+@by_direct_runner
+def test_idle_after_counts_only_epochs_with_no_rows(direct: sb.DirectRunner) -> None:
+    p = sb.Pipeline(runner=direct)
     a = (p | "a" >> stream(*[[{"t": 10 * i}] for i in range(1, 6)])).with_watermark("t", 0)
     b = (p | "b" >> stream([{"t": 1}], [], [{"t": 2}], [], [])).with_watermark("t", 0, idle_after=2)
     merged = a.union(b)
@@ -181,8 +206,9 @@ def test_idle_after_counts_only_epochs_with_no_rows() -> None:
     assert marks(result, merged) == [1, 2, 50]
 
 
-def test_a_stream_with_fewer_epochs_goes_idle_after_its_last() -> None:
-    p = sb.Pipeline()
+@by_direct_runner
+def test_a_stream_with_fewer_epochs_goes_idle_after_its_last(direct: sb.DirectRunner) -> None:
+    p = sb.Pipeline(runner=direct)
     a = (p | "a" >> stream(*[[{"t": 10 * i}] for i in range(1, 5)])).with_watermark("t", 0)
     short = (p | "b" >> stream([{"t": 1}])).with_watermark("t", 0, idle_after=1)
     merged = a.union(short)
@@ -190,8 +216,9 @@ def test_a_stream_with_fewer_epochs_goes_idle_after_its_last() -> None:
     assert marks(result, merged) == [1, 20, 30, 40]  # without idle_after: [1] until the end
 
 
-def test_an_idle_join_side_does_not_hold_back_the_window_key() -> None:
-    p = sb.Pipeline()
+@by_direct_runner
+def test_an_idle_join_side_does_not_hold_back_the_window_key(direct: sb.DirectRunner) -> None:
+    p = sb.Pipeline(runner=direct)
     left = (p | "l" >> stream(*[[{"w": 10 * i, "a": i}] for i in range(4)])).with_watermark("w", 0)
     right = (p | "r" >> stream([{"w": 0, "b": 0}], [], [], [{"w": 5, "b": 5}])).with_watermark(
         "w", 0, idle_after=1
@@ -200,7 +227,7 @@ def test_an_idle_join_side_does_not_hold_back_the_window_key() -> None:
     late = joined.late_rows()
     result = p.run()
     unmatched = [
-        [r["w"] for r in rows if r["b"] is None] for rows in result.collect_by_epoch(joined)
+        sorted(r["w"] for r in rows if r["b"] is None) for rows in result.collect_by_epoch(joined)
     ]
     # Idle after epoch 1, the right side no longer holds the key's watermark: left 10 is
     # emitted unmatched in epoch 2. Back in epoch 3 it holds it again (min with 5).
@@ -235,8 +262,8 @@ def test_bad_idle_after_is_refused_when_applied(idle_after: Any, message: str) -
 # --- alignment ---------------------------------------------------------------------------
 
 
-def racing_pipeline(max_drift: int | None) -> tuple[Any, Any, Any, Any]:
-    p = sb.Pipeline()
+def racing_pipeline(max_drift: int | None, runner: Any = None) -> tuple[Any, Any, Any, Any]:
+    p = sb.Pipeline(runner=runner)
     fast = p | "fast" >> stream(*[[{"t": 100 * i + j} for j in range(10)] for i in range(10)])
     slow = p | "slow" >> stream(*[[{"t": 20 * i}] for i in range(60)])
     f = fast.with_watermark("t", 0, max_drift=max_drift)
@@ -246,10 +273,11 @@ def racing_pipeline(max_drift: int | None) -> tuple[Any, Any, Any, Any]:
     return p, f, merged, ordered
 
 
-def test_a_racing_source_is_held_back_so_state_stays_bounded() -> None:
+@by_direct_runner
+def test_a_racing_source_is_held_back_so_state_stays_bounded(direct: sb.DirectRunner) -> None:
     p, _, free_merged, free_ordered = racing_pipeline(None)
     free = p.run()
-    p, f, merged, ordered = racing_pipeline(50)
+    p, f, merged, ordered = racing_pipeline(50, direct)
     held = p.run()
     assert ts(held.collect(ordered)) == ts(free.collect(free_ordered))  # the same rows, in order
     assert held.late_count(merged) == free.late_count(free_merged) == 0
@@ -284,21 +312,9 @@ def test_max_drift_between_watermarks_of_different_types_is_refused() -> None:
         p.run()
 
 
-@pytest.mark.parametrize(
-    "runner",
-    [sb.DirectRunner(parallelism=2), sb.DirectRunner(schedule="random", seed=1)],
-    ids=["parallel", "random"],
-)
-@pytest.mark.parametrize("option", [{"idle_after": 1}, {"max_drift": 5}])
-def test_parallel_units_refuse_idle_and_drift(runner: Any, option: dict[str, Any]) -> None:
-    p = sb.Pipeline(runner=runner)
-    (p | stream([{"t": 1}])).with_watermark("t", 0, **option)
-    with pytest.raises(sb.PipelineError, match="single-unit direct runner only"):
-        p.run()
-
-
-def test_policy_max_with_parallel_units_judges_per_unit() -> None:
-    p = sb.Pipeline(runner=sb.DirectRunner(parallelism=2))
+@by_direct_runner
+def test_policy_max_with_parallel_units_judges_as_parallelism_1(direct: sb.DirectRunner) -> None:
+    p = sb.Pipeline(runner=direct)
     fast = (p | "fast" >> stream([{"t": 100}, {"t": 100}], [{"t": 101}])).with_watermark("t", 0)
     slow = (p | "slow" >> stream([{"t": 1}, {"t": 1}], [{"t": 2}, {"t": 2}])).with_watermark("t", 0)
     merged = fast.union(slow, policy="max")

@@ -9,8 +9,9 @@ consistent cut with nothing in flight. Barrier `e` is a checkpoint every
 epoch named in `rescale`.
 
 What each unit saves (`UnitState`): its operator's `snapshot()` (the state
-logic lives next to each operator), the watermarks it has emitted, the
-state of its mergers, and the state of the invariant checks on its edges.
+logic lives next to each operator), the watermarks it has emitted, whether
+its output and each input is idle, the state of its mergers, and the state
+of the invariant checks on its edges.
 A source's saved state is its offset: the next epoch to read. The recorded
 results are the sink: rows and watermarks are tagged with the epoch they
 belong to, and a restore drops whatever came after the checkpoint, so a
@@ -24,7 +25,10 @@ start empty, and the sources replay from their saved offsets.
 Rescale (`rescale={epoch: units}`): once checkpoint `epoch` is complete the
 run stops and restarts from it with the new parallelism. Keyed state goes to
 the unit that now owns its key (`Operator.rescale`); watermark filters start
-from the maximum of the saved local watermarks; everything that is a promise
+from the global watermark saved at the checkpoint (with `emit="periodic"` every
+unit saved the same one; with `emit="event"`, the largest of the local ones),
+so a run with failures and rescales gives the fault-free run at parallelism 1;
+a source continues from its saved offset; everything that is a promise
 about an edge (the watermarks an operator or merger has emitted, the state of
 the invariant W checks) starts from what every old unit promised: per column,
 the minimum over the old units (nothing when one of them had nothing). So
@@ -119,6 +123,8 @@ class UnitState:
 
     operator: Any
     emitted: dict[str, Any]
+    idleness: tuple[bool, tuple[bool, ...]]
+    """Whether the operator's output is idle, and each of its inputs."""
     mergers: list[MergerState | None]
     """Per input port: the merger's state, or None for a forward input."""
     check: dict[str, Any] | None
@@ -133,6 +139,8 @@ class Checkpoint:
     epoch: int
     units: tuple[int, ...]
     """The number of units of each node when it was taken."""
+    offsets: dict[int, int]
+    """Each source node's offset: the next epoch of its own it reads (`reading.Reading`)."""
     states: dict[tuple[int, int], UnitState] = attrs.field(factory=dict)
 
     @property
@@ -161,6 +169,7 @@ def save_unit(unit: Unit) -> UnitState:
     return UnitState(
         operator=unit.operator.snapshot(),
         emitted=unit.operator.emitted_watermarks(),
+        idleness=unit.operator.idleness(),
         mergers=[None if merger is None else merger.snapshot() for merger in unit.mergers],
         check=None if unit.check is None else dict(unit.check.watermarks),
         merged_checks=[None if c is None else dict(c.watermarks) for c in unit.merged_checks],
@@ -184,6 +193,10 @@ def restore_node(saved: Sequence[UnitState], units: Sequence[Unit]) -> None:
         [state.operator for state in saved], count, lambda key: owner_of(key, count)
     )
     emitted = _common_floor(state.emitted for state in saved)
+    idle = all(state.idleness[0] for state in saved)
+    idle_inputs = tuple(
+        all(state.idleness[1][port] for state in saved) for port in range(len(units[0].mergers))
+    )
     check = _common_floor(state.check for state in saved)
     order: dict[Any, Any] = {}
     for state in saved:
@@ -198,6 +211,7 @@ def restore_node(saved: Sequence[UnitState], units: Sequence[Unit]) -> None:
         if state is not None:
             unit.operator.restore(state)
         unit.operator.restore_emitted_watermarks(emitted)
+        unit.operator.restore_idleness((idle, idle_inputs))
         if unit.check is not None:
             unit.check.watermarks = dict(check)
         if unit.order_check is not None:
@@ -205,7 +219,7 @@ def restore_node(saved: Sequence[UnitState], units: Sequence[Unit]) -> None:
         for port in range(ports):
             merger, merged_check = unit.mergers[port], unit.merged_checks[port]
             if merger is not None:
-                merger.restore(MergerState(0, {}, merger_emitted[port]))
+                merger.restore(MergerState(0, {}, merger_emitted[port], (idle_inputs[port],)))
             if merged_check is not None:
                 merged_check.watermarks = dict(merged[port])
 
@@ -214,6 +228,7 @@ def _restore_unit(unit: Unit, state: UnitState) -> None:
     if state.operator is not None:
         unit.operator.restore(state.operator)
     unit.operator.restore_emitted_watermarks(state.emitted)
+    unit.operator.restore_idleness(state.idleness)
     if unit.check is not None and state.check is not None:
         unit.check.watermarks = dict(state.check)
     if unit.order_check is not None and state.order is not None:
@@ -222,6 +237,8 @@ def _restore_unit(unit: Unit, state: UnitState) -> None:
         saved_merger = state.mergers[port]
         if merger is not None and saved_merger is not None:
             merger.restore(saved_merger)
+        elif merger is not None:  # a forward input before: its status, for every producer
+            merger.restore(MergerState(0, {}, {}, (state.idleness[1][port],)))
         merged_check, saved_check = unit.merged_checks[port], state.merged_checks[port]
         if merged_check is not None and saved_check is not None:
             merged_check.watermarks = dict(saved_check)

@@ -36,7 +36,7 @@ from typing import Any
 import attrs
 
 from sparkbeam.messages import Watermark
-from sparkbeam.runners.direct.operator import Chunk
+from sparkbeam.runners.direct.operator import ACTIVE, IDLE, Chunk, Idleness
 
 _MASK = (1 << 64) - 1
 
@@ -120,16 +120,30 @@ class KeyRoute(Route):
 class Merger:
     """Buffered watermarks: a queue per input and column; the minimum once every queue holds one.
 
-    State: the queues and the last value emitted per column (the global
-    watermark of this input port).
+    Statuses: the port is idle when every producing unit is (`on_status`).
+    The units of one node share their idleness at barriers (a filter's units
+    decide it together), so no idle unit holds the others' watermarks back.
+
+    State: the queues, the last value emitted per column (the global
+    watermark of this input port) and each producing unit's status.
     """
 
-    __slots__ = ("emitted", "inputs", "queues")
+    __slots__ = ("emitted", "idle", "inputs", "queues")
 
     def __init__(self, inputs: int, emitted: dict[str, Any] | None = None) -> None:
         self.inputs = inputs
         self.queues: dict[str, list[deque[Any]]] = {}
         self.emitted: dict[str, Any] = dict(emitted or {})
+        self.idle = [False] * inputs
+
+    def on_status(self, source: int, status: Idleness) -> Idleness | None:
+        """The port's new status when producing unit `source`'s changes it, else None."""
+        before = all(self.idle)
+        self.idle[source] = status.idle
+        after = all(self.idle)
+        if after == before:
+            return None
+        return IDLE if after else ACTIVE
 
     def on_watermark(self, source: int, watermark: Watermark) -> Watermark | None:
         """The merged watermark this input's new one lets out, if it raises the column."""
@@ -152,16 +166,20 @@ class Merger:
 
     def snapshot(self) -> MergerState:
         queues = {column: [tuple(queue) for queue in qs] for column, qs in self.queues.items()}
-        return MergerState(self.inputs, queues, dict(self.emitted))
+        return MergerState(self.inputs, queues, dict(self.emitted), tuple(self.idle))
 
     def restore(self, state: MergerState) -> None:
-        """Take back a saved state; from another number of inputs only the emitted values.
+        """Take back a saved state; from another number of inputs only the emitted values
+        and, for every new input, whether all the old ones were idle.
 
         (The queues belonged to producing units that are gone after a rescale.)
         """
         self.emitted = dict(state.emitted)
         if state.inputs == self.inputs:
             self.queues = {c: [deque(queue) for queue in qs] for c, qs in state.queues.items()}
+            self.idle = list(state.idle)
+        else:
+            self.idle = [bool(state.idle) and all(state.idle)] * self.inputs
 
 
 @attrs.frozen
@@ -169,3 +187,4 @@ class MergerState:
     inputs: int
     queues: dict[str, list[tuple[Any, ...]]]
     emitted: dict[str, Any]
+    idle: tuple[bool, ...] = ()

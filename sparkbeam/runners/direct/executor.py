@@ -44,13 +44,15 @@ OperatorFactory = Callable[[Node, Sequence[EdgeInfo]], Operator]
 
 
 class EdgeRecord:
-    """What one edge carried: chunks per epoch (the last list is the end-of-input flush)."""
+    """What one edge carried: chunks per epoch (the last list is the end-of-input flush), and
+    its watermarks with the epoch each came in."""
 
-    __slots__ = ("chunks", "watermarks")
+    __slots__ = ("chunks", "watermark_epochs", "watermarks")
 
     def __init__(self, epochs: int) -> None:
         self.chunks: list[list[Chunk]] = [[] for _ in range(epochs + 1)]
         self.watermarks: list[Watermark] = []
+        self.watermark_epochs: list[int] = []
 
 
 class EdgeCounters:
@@ -111,7 +113,7 @@ class Executor:
         connect_sides(nodes, operators)
         self.sources = [op for op in operators if isinstance(op, SourceOperator)]
         self.epochs = max((op.epoch_count for op in self.sources), default=0)
-        self.alignment = Alignment.of(nodes, operators)
+        self.alignment = Alignment.of(nodes, [[op] for op in operators])
         self.counters = [EdgeCounters(node.info.watermarked) for node in nodes]
         self.records = {node_id: EdgeRecord(self.epochs) for node_id in recorded}
         self.checks = (
@@ -202,6 +204,7 @@ class Executor:
                 checks[edge].watermark(message)
             if record is not None:
                 record.watermarks.append(message)
+                record.watermark_epochs.append(self.epoch)
             for node_id, port in self.consumers[edge]:
                 for out in self.operators[node_id].on_watermark(port, message):
                     self.deliver(node_id, out)

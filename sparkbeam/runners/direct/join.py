@@ -15,10 +15,11 @@ each side's own watermark.
 
 Checkpoint: the held rows of each side (key, row, matched), in arrival
 order, the latest watermark of each side per window key and on its interval
-time column, and the late count; the heaps are rebuilt on restore. Rescale:
-held rows go to the unit that owns their key; the watermarks, the same in
-every unit behind the exchange, are taken as their minimum; the late counts
-go to unit 0.
+time column, which sides are idle, and the late count; the heaps are rebuilt
+on restore. Rescale: held rows go to the unit that owns their key; the
+watermarks, the same in every unit behind the exchange, are taken as their
+minimum, a side is idle if it was in every old unit; the late counts go to
+unit 0.
 """
 
 from __future__ import annotations
@@ -217,15 +218,24 @@ class JoinOperator(Operator):
         return out
 
     def on_status(self, port: int, status: Idleness) -> list[Message]:
+        """Active at once; idle from the end of the epoch (`union.WatermarkMerger.going`)."""
+        self.merger.going(port, status.idle)
+        return [] if status.idle else super().on_status(port, status)
+
+    def on_barrier(self, epoch: int) -> list[Message]:
+        ports, merged = self.merger.settle()
+        return self._merged(merged) + self.inputs_idle(ports)
+
+    def _merged(self, merged: list[tuple[str, Any]]) -> list[Message]:
+        """Expire held rows below new merged window-key watermarks; those watermarks."""
         out_rows: list[list[Any]] = []
-        merged = self.merger.set_idle(port, status.idle)
         for column, value in merged:
             for side in (0, 1):
                 self._expire(side, self.by_key[side][column], value, out_rows)
         out: list[Message] = [self._chunk(out_rows)] if out_rows else []
         for column, value in merged:
             out += self.watermarks(self.derive(column, value))
-        return out + super().on_status(port, status)
+        return out
 
     def _expire(
         self, side: int, heap: list[tuple[Any, int, Key]], mark: Any, out: list[list[Any]]
@@ -270,6 +280,7 @@ class JoinOperator(Operator):
             ],
             "time_marks": list(self.time_marks),
             "latest": {column: list(values) for column, values in self.merger.latest.items()},
+            "idle": list(self.merger.idle),
             "late": self.late_count,
         }
 
@@ -277,6 +288,7 @@ class JoinOperator(Operator):
         self.late_count = state["late"]
         self.time_marks = list(state["time_marks"])
         self.merger.latest = {column: list(values) for column, values in state["latest"].items()}
+        self.merger.idle = list(state["idle"])
         for side in (0, 1):
             for key, row, matched in state["held"][side]:
                 entry = HeldRow(key, row)
@@ -292,11 +304,13 @@ class JoinOperator(Operator):
             for column in self.merger.latest
         }
         late = sum(state["late"] for state in states)
+        idle = [all(state["idle"][side] for state in states) for side in (0, 1)]
         moved: list[dict[str, Any]] = [
             {
                 "held": [[], []],
                 "time_marks": list(time_marks),
                 "latest": latest,
+                "idle": list(idle),
                 "late": late if unit == 0 else 0,
             }
             for unit in range(units)

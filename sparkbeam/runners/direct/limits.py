@@ -36,14 +36,5 @@ IDLE_PROCESSING_TIME = Refusal(
     advice="give idle_after as a number of epochs, for example idle_after=3",
 )
 
-PARALLEL_IDLE_DRIFT = Refusal(
-    name="parallel-idle-drift",
-    refused="`idle_after` and `max_drift` with parallel units",
-    modes=(PARALLEL,),
-    reason="idle_after and max_drift are modelled by the single-unit direct runner only",
-    advice="run with sb.DirectRunner() (parallelism=1 and the other arguments at their "
-    "defaults), or drop them to check the parallel run",
-)
-
-REFUSALS = (NO_OPERATOR, READ_FROM_SPARK, IDLE_PROCESSING_TIME, PARALLEL_IDLE_DRIFT)
+REFUSALS = (NO_OPERATOR, READ_FROM_SPARK, IDLE_PROCESSING_TIME)
 """The direct runner's refusals, in the order the README lists them."""

@@ -25,7 +25,8 @@ changes do not touch) and `restore` (on a fresh operator; it copies again, so
 one checkpoint can be restored more than once), and `rescale` (the states of
 a different number of units from the old ones: keyed state goes to the unit
 that now owns its key). The memory of the output watermarks already emitted
-is saved by the runner for every operator (`emitted_watermarks`).
+is saved by the runner for every operator (`emitted_watermarks`), and so is
+its idleness (`idleness`).
 """
 
 from __future__ import annotations
@@ -140,6 +141,14 @@ class Operator:
         self._idle_inputs[port] = status.idle
         return self.status(all(self._idle_inputs))
 
+    def inputs_idle(self, ports: Sequence[int]) -> list[Message]:
+        """Inputs `ports` are idle now; the output's status if that changes it."""
+        if not ports:
+            return []
+        for port in ports:
+            self._idle_inputs[port] = True
+        return self.status(all(self._idle_inputs))
+
     def status(self, idle: bool) -> list[Message]:
         """The status message when the output's idleness changes, else nothing."""
         if idle == self.idle:
@@ -182,6 +191,14 @@ class Operator:
         if any(state is not None for state in states):
             raise NotImplementedError(f"{self.label}: {type(self).__name__} cannot be rescaled")
         return [None] * units
+
+    def idleness(self) -> tuple[bool, tuple[bool, ...]]:
+        """Whether the output is idle, and each input (saved by the runner at checkpoints)."""
+        return self.idle, tuple(self._idle_inputs)
+
+    def restore_idleness(self, state: tuple[bool, tuple[bool, ...]]) -> None:
+        self.idle, inputs = state
+        self._idle_inputs = list(inputs)
 
     def emitted_watermarks(self) -> dict[str, Any]:
         """The last watermark emitted on each column (what `watermarks` compares with)."""

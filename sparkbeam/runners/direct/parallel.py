@@ -18,17 +18,28 @@ Layout (`Layout.of`), for parallelism N:
   minimum over the units that feed it, never one unit's local watermark.
 - Every other transform runs as many units as its input (`Union`: the most
   of its inputs), unit `i` fed by unit `i` of its input (a forward edge).
-  `WithWatermark` is one of them: each unit filters its own rows with its
-  own local watermark. An input with fewer units than its consumer is spread
-  by an exchange without a key.
+  `WithWatermark` is one of them: each unit filters its own rows. An input
+  with fewer units than its consumer is spread by an exchange without a key.
+
+Watermark filters: the units of one `WithWatermark` meet at every barrier
+(Spark's micro-batch; RisingWave's filter makes its watermark global at
+barriers too): each waits, its inputs blocked, until all have aligned it,
+then `WatermarkFilter.agree` gives them what all of them saw, and they pass
+it on in unit order. With `emit="periodic"` every unit then raises the same
+watermark, from the largest event time seen by all units, and filters the
+next epoch with it: which rows are late never depends on how rows are spread
+over units, and a unit that saw no row follows the global watermark too.
+With `emit="event"` each unit keeps its own (the watermark rises within an
+epoch, row by row). Idleness is decided per filter, from all its units.
 
 Messages: chunks, watermarks, `Barrier(epoch)` and `END` (end of input).
 Every input of a unit is a FIFO channel; a unit takes one message at a
 time. An exchange input goes through the unit's merger for that port
 (`exchange.Merger`). A channel that delivers a barrier is blocked until every
-channel of the unit has delivered it (aligned barriers); then the operator's
-`on_barrier` runs, a checkpoint barrier saves the unit's state, and the
-barrier goes out on every output. `END` is aligned the same way (`on_end`).
+channel of the unit has delivered it (aligned barriers; for a filter, until
+all its units have: above); then the operator's `on_barrier` runs, a
+checkpoint barrier saves the unit's state, and the barrier goes out on every
+output. `END` is aligned the same way (`on_end`).
 
 Schedules: one step delivers one message (a source's step emits its next
 chunk, barrier or `END`). `"fixed"` (default): the units in one order,
@@ -46,26 +57,44 @@ every merger's output (so watermarks never decrease on any edge), the order
 after `Sort`, and at every barrier the global watermark
 (`checks.GlobalWatermarkCheck`).
 
+Merges: a unit with several inputs (`Union`, `Join`) takes the rows of an
+epoch at once and its inputs' watermarks and statuses when it aligns the
+barrier (`_apply_deferred`), so it judges every row of an epoch against the
+watermark of the epoch before, whatever the schedule, as parallelism 1 does
+(there every row of an epoch reaches a merge before any watermark of the
+epoch's end). Statuses (`Idleness`) travel like watermarks: broadcast, and
+through an exchange's merger (a port is idle when every producing unit is).
+
 Dropped rows (`SideRows`) go only to the units of the `DroppedRows` nodes
 reading that kind (forward edges, as for any transform without keys), as
-their chunks; they get no watermark. Idleness and watermark alignment
-(`idle_after`, `max_drift`) are not modelled with units: the runner refuses
-them.
+their chunks; they get no watermark. Watermark alignment (`max_drift`): which
+epoch each source reads is planned per pipeline epoch (`reading.Reading`),
+the next one once every filter has ended the last.
+
+What parallelism changes: with `emit="periodic"` everywhere, nothing a run
+gives (rows and late rows per epoch, the sort order within each key, the
+watermark each epoch ends on, counters; tested by random pipelines in
+`tests/runners/direct/test_parallel.py`). What remains: the order of rows
+within an epoch, ties of a `Sort` across units, the watermarks in between
+those an epoch ends on where inputs do not come straight from their filters,
+and, with `emit="event"`, the filters' local watermarks (README).
 
 Results are merged over units: the rows of a PCollection per epoch in the
 order its units emitted them; its watermarks are those its units emitted,
-merged as an exchange would merge them (the PCollection's global
-watermark); counters are summed over units and the peak state is the peak of
-the sum over units. `fail_at` and `rescale`: see `checkpoint`.
+merged epoch by epoch as an exchange would merge them (the PCollection's
+global watermark); counters are summed over units and the peak state is the
+peak of the sum over units. `fail_at` and `rescale`: see `checkpoint`.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
+from typing import cast
 
 from sparkbeam.graph import EdgeInfo, Node
 from sparkbeam.messages import Watermark
+from sparkbeam.runners.direct.alignment import Alignment, filters_of
 from sparkbeam.runners.direct.checkpoint import (
     Checkpoint,
     CheckpointPlan,
@@ -76,7 +105,8 @@ from sparkbeam.runners.direct.checkpoint import (
 from sparkbeam.runners.direct.checks import EdgeCheck, GlobalWatermarkCheck, OrderCheck
 from sparkbeam.runners.direct.exchange import FixedRoute, KeyRoute, Merger, Route
 from sparkbeam.runners.direct.executor import EdgeCounters, EdgeRecord
-from sparkbeam.runners.direct.operator import Chunk, Message, Operator, SideRows
+from sparkbeam.runners.direct.operator import Chunk, Idleness, Message, Operator, SideRows
+from sparkbeam.runners.direct.reading import Reading, hold_none
 from sparkbeam.runners.direct.units import (
     END,
     Barrier,
@@ -89,10 +119,39 @@ from sparkbeam.runners.direct.units import (
     Unit,
     UnitsRecord,
 )
+from sparkbeam.runners.direct.watermark import WatermarkFilter
+from sparkbeam.runners.shared.alignment import AlignmentGraph
 from sparkbeam.transforms.late import DroppedRows, side_outputs
+from sparkbeam.transforms.watermark import WithWatermark
 
 OperatorFactory = Callable[[Node, Sequence[EdgeInfo]], Operator]
 SCHEDULES = ("fixed", "random")
+
+
+def barrier_ranks(nodes: Sequence[Node]) -> list[int]:
+    """Per node, its place in the order the single-unit executor ends an epoch on the nodes
+    (`on_barrier`; `executor.Executor._barrier`): sources in graph order, each followed depth
+    first, a node once its last input has ended the epoch."""
+    followers: list[list[int]] = [[] for _ in nodes]
+    for node in nodes:
+        for producer in node.inputs:
+            followers[producer].append(node.id)
+    arrivals = [0] * len(nodes)
+    ranks = [0] * len(nodes)
+    order = [0]
+
+    def end_epoch(node_id: int) -> None:
+        ranks[node_id] = order[0]
+        order[0] += 1
+        for follower in followers[node_id]:
+            arrivals[follower] += 1
+            if arrivals[follower] == len(nodes[follower].inputs):
+                end_epoch(follower)
+
+    for node in nodes:
+        if not node.inputs:
+            end_epoch(node.id)
+    return ranks
 
 
 class ParallelExecutor:
@@ -116,9 +175,17 @@ class ParallelExecutor:
         self.seed = seed
         self.rng = random.Random(seed)
         self.layout = Layout.of(nodes, plan.parallelism_after(-1))
+        self.ranks = barrier_ranks(nodes)
         self.sides = side_outputs(nodes)
+        self.aligned = AlignmentGraph.of(nodes)
         self._build(start_epoch=0)
-        self.epochs = max((u.source.epoch_count for u in self.sources), default=0)
+        self.reading = Reading(
+            {u.node.id: u.source.epoch_count for u in self.sources}, self.aligned is not None
+        )
+        self.epochs = self.reading.end or 0
+        """The number of pipeline epochs (with `max_drift`: known once the input has ended)."""
+        self.released = [0]
+        """Per epoch: how many filters have ended it (with `max_drift` the next is then planned)."""
         self.records = {
             node_id: UnitsRecord(self.epochs, self.layout.units[node_id]) for node_id in recorded
         }
@@ -147,6 +214,10 @@ class ParallelExecutor:
                 unit.operator.sides = self.sides.get(node.id, frozenset())
             self.units.append(units)
         self.global_checks: dict[tuple[int, int], GlobalWatermarkCheck] = {}
+        self.groups: dict[int, list[Unit]] = {
+            node.id: [] for node in nodes if isinstance(node.transform, WithWatermark)
+        }
+        """Per `WithWatermark` node: its units waiting at the barrier for the others."""
         self.pending = Candidates()
         """Units that may have a step to take: unfinished sources, units with messages."""
         for node in nodes:
@@ -168,6 +239,9 @@ class ParallelExecutor:
         self.order = [unit for units in self.units for unit in units]
         random.Random(self.seed * 1009 + layout.parallelism).shuffle(self.order)
         self.totals = [0] * len(nodes)
+        self.alignment = (
+            None if self.aligned is None else Alignment(self.aligned, filters_of(self.operators()))
+        )
 
     def _connect(self, producer: int, node: Node, port: int) -> None:
         layout = self.layout
@@ -231,6 +305,8 @@ class ParallelExecutor:
         stuck = [unit.name for units in self.units for unit in units if not unit.done]
         if stuck:
             raise RuntimeError(f"parallel run ended with units still running: {stuck}")
+        assert self.reading.end is not None
+        self.epochs = self.reading.end
 
     def _pick(self) -> tuple[Unit, Channel | None] | None:
         if self.schedule == "random":
@@ -238,7 +314,7 @@ class ParallelExecutor:
             while pending.items:
                 unit = pending.items[rng.randrange(len(pending.items))]
                 if isinstance(unit, SourceUnit):
-                    if not unit.done:
+                    if unit.ready(self.reading):
                         return unit, None
                 else:
                     channels = unit.open_channels()
@@ -254,14 +330,14 @@ class ParallelExecutor:
         for source in self.order:
             if (
                 isinstance(source, SourceUnit)
-                and not source.done
+                and source.ready(self.reading)
                 and (behind is None or source.epoch < behind.epoch)
             ):
                 behind = source
         return None if behind is None else (behind, None)
 
     def _source_step(self, unit: SourceUnit) -> None:
-        signal = unit.next_signal(self.epochs)
+        signal = unit.next_signal(self.reading)
         if isinstance(signal, Chunk):
             self._emit(unit, [signal])
         elif isinstance(signal, Barrier):
@@ -288,7 +364,21 @@ class ParallelExecutor:
                 if merged_check is not None:
                     merged_check.watermark(merged)
                 signal = merged
+            if unit.deferred is not None:
+                unit.deferred.append((port, signal))
+                return
             out = unit.operator.on_watermark(port, signal)
+        elif isinstance(signal, Idleness):
+            merger = unit.mergers[port]
+            if merger is not None:
+                status = merger.on_status(channel.source, signal)
+                if status is None:
+                    return
+                signal = status
+            if unit.deferred is not None:
+                unit.deferred.append((port, signal))
+                return
+            out = unit.operator.on_status(port, signal)
         else:
             channel.blocked = True
             unit.waiting += 1
@@ -299,10 +389,30 @@ class ParallelExecutor:
         self._track_state(unit)
 
     def _align(self, unit: Unit, signal: Barrier | EndOfInput) -> None:
+        unit.waiting = 0
+        group = self.groups.get(unit.node.id)
+        if group is not None and isinstance(signal, Barrier):
+            # A filter's units meet at the barrier: its channels stay blocked until all are here.
+            group.append(unit)
+            if len(group) < len(self.units[unit.node.id]):
+                return
+            self.groups[unit.node.id] = []
+            filters = [cast(WatermarkFilter, u.operator) for u in group]
+            if self.alignment is not None:
+                self.alignment.pause_filter(unit.node.id, self.reading.held[signal.epoch])
+            WatermarkFilter.agree(filters)
+            for parked in sorted(group, key=lambda u: u.index):
+                self._release(parked, signal)
+            self._filter_ended(signal.epoch)
+            return
+        self._release(unit, signal)
+
+    def _release(self, unit: Unit, signal: Barrier | EndOfInput) -> None:
         for channel in unit.channels:
             channel.blocked = False
-        unit.waiting = 0
         self.pending.add(unit)
+        if unit.deferred:
+            self._apply_deferred(unit)
         if isinstance(signal, Barrier):
             self._emit(unit, unit.operator.on_barrier(signal.epoch))
             self._track_state(unit)
@@ -315,6 +425,44 @@ class ParallelExecutor:
             self._emit(unit, unit.operator.on_end())
             self._track_state(unit)
             self._pass_end(unit)
+
+    def _filter_ended(self, epoch: int) -> None:
+        """One more filter ended `epoch`; with `max_drift`, once all have: plan the next."""
+        released = self.released
+        while len(released) <= epoch:
+            released.append(0)
+        released[epoch] += 1
+        if self.alignment is not None and released[epoch] == len(self.groups):
+            self.reading.decide_after(epoch, self.alignment.held)
+            for source in self.sources:
+                self.pending.add(source)
+
+    def _apply_deferred(self, unit: Unit) -> None:
+        """Give a merging unit the watermarks and statuses of the epoch, in a fixed order.
+
+        First every `ACTIVE` (an input that brought rows in the epoch, which
+        parallelism 1 sees before any watermark of its end), then the rest by
+        input, in the order parallelism 1 ends the epoch on them
+        (`barrier_ranks`), each input's in arrival order. The merged values
+        an epoch ends on do not depend on that order (watermarks only rise;
+        inputs going idle are left out together at the barrier,
+        `union.WatermarkMerger.settle`); the order makes the watermarks in
+        between those of parallelism 1 too, where inputs come straight from
+        their filters.
+        """
+        assert unit.deferred is not None
+        deferred, unit.deferred = unit.deferred, []
+        ranks = [self.ranks[producer] for producer in unit.node.inputs]
+        active = [(port, m) for port, m in deferred if isinstance(m, Idleness) and not m.idle]
+        rest = [(port, m) for port, m in deferred if not isinstance(m, Idleness) or m.idle]
+        rest.sort(key=lambda item: (ranks[item[0]], item[0]))
+        operator = unit.operator
+        for port, message in active + rest:
+            if isinstance(message, Watermark):
+                self._emit(unit, operator.on_watermark(port, message))
+            else:
+                self._emit(unit, operator.on_status(port, message))
+        self._track_state(unit)
 
     def _pass_barrier(self, unit: Unit, barrier: Barrier) -> None:
         epoch = barrier.epoch
@@ -340,8 +488,8 @@ class ParallelExecutor:
                 if unit.order_check is not None:
                     unit.order_check.chunk(message)
                 if record is not None:
-                    record.chunks[min(unit.epoch, self.epochs)].append(message)
-                self.counters[unit.node.id][min(unit.epoch, self.epochs)].chunk(message)
+                    record.epoch(unit.epoch).append(message)
+                self._counters(unit.node.id, unit.epoch).chunk(message)
                 for output in unit.outputs:
                     if output.side is None:
                         output.send(message)
@@ -349,6 +497,10 @@ class ParallelExecutor:
                 for output in unit.outputs:
                     if output.side == message.kind:
                         output.send(message.chunk)
+            elif isinstance(message, Idleness):
+                for output in unit.outputs:
+                    if output.side is None:
+                        output.broadcast(message)
             else:
                 assert isinstance(message, Watermark), f"{unit.name}: {message!r} with units"
                 if unit.check is not None:
@@ -358,6 +510,12 @@ class ParallelExecutor:
                 for output in unit.outputs:
                     if output.side is None:
                         output.broadcast(message)
+
+    def _counters(self, node_id: int, epoch: int) -> EdgeCounters:
+        counters = self.counters[node_id]
+        while len(counters) <= epoch:
+            counters.append(EdgeCounters(self.nodes[node_id].info.watermarked))
+        return counters[epoch]
 
     def _track_state(self, unit: Unit) -> None:
         size = unit.operator.state_size()
@@ -373,7 +531,9 @@ class ParallelExecutor:
     def _save(self, unit: Unit, epoch: int) -> None:
         checkpoint = self.taking.get(epoch)
         if checkpoint is None:
-            checkpoint = self.taking[epoch] = Checkpoint(epoch, self.layout.units)
+            checkpoint = self.taking[epoch] = Checkpoint(
+                epoch, self.layout.units, self.reading.offsets(epoch)
+            )
         checkpoint.states[(unit.node.id, unit.index)] = save_unit(unit)
         if not checkpoint.complete:
             return
@@ -395,6 +555,9 @@ class ParallelExecutor:
         for units in self.units:
             for unit in units:
                 self._track_state(unit)
+        del self.released[epoch + 1 :]
+        hold = self.alignment.held if self.alignment is not None else hold_none
+        self.reading.restore(epoch, None if checkpoint is None else checkpoint.offsets, hold)
         for node_id, record in self.records.items():
             record.truncate(epoch)
             count = self.layout.units[node_id]
@@ -420,4 +583,4 @@ class ParallelExecutor:
         return [[unit.operator for unit in units] for units in self.units]
 
     def finished_records(self) -> dict[int, EdgeRecord]:
-        return {node_id: record.finish() for node_id, record in self.records.items()}
+        return {node_id: record.finish(self.epochs) for node_id, record in self.records.items()}

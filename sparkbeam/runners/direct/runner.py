@@ -106,9 +106,12 @@ class DirectRunner:
       last one never comes, so it changes nothing).
 
     With all of them at their defaults the single-unit executor runs (the
-    fast path); otherwise the parallel one, even for `parallelism=1`. The
-    parallel one refuses `WithWatermark(idle_after=..., max_drift=...)`:
-    idleness and alignment are modelled for the single unit only.
+    fast path); otherwise the parallel one, even for `parallelism=1`. With
+    `emit="periodic"` (the default) every result is the same either way,
+    epoch by epoch: the units of a `WithWatermark` share one watermark per
+    epoch, as a Spark micro-batch does; `idle_after` and `max_drift` are
+    decided per `WithWatermark` from all its units. With `emit="event"` each
+    unit keeps its own watermark (README, "Parallel direct runner").
 
     `idle_after` counts epochs: given as a duration of processing time it is
     refused on unbounded input (the direct runner has no processing time);
@@ -176,9 +179,6 @@ class DirectRunner:
                 continue
             if not bounded and transform.idle_time(node.label) is not None:
                 raise limits.IDLE_PROCESSING_TIME.error(node.label, idle_after=transform.idle_after)
-            modelled = transform.idle_after is None and transform.max_drift is None
-            if self.parallel and not modelled:
-                raise limits.PARALLEL_IDLE_DRIFT.error(node.label)
 
     def _run_parallel(self, pipeline: Pipeline) -> DirectResult:
         executor = ParallelExecutor(

@@ -26,11 +26,23 @@ class WatermarkMerger:
     `policy="min"`: a column has an output watermark only once every input
     that is not idle has given one. `policy="max"`: as soon as one has. Idle
     inputs are left out either way; with all inputs idle there is no value.
+
+    An input that goes idle is left out from the end of the epoch (`going`,
+    then `settle` when the operator's barrier is aligned), all such inputs at
+    once: so the output watermark after an epoch does not depend on the order
+    in which its inputs ended it (two inputs going idle together would
+    otherwise raise it to the latest of whichever went first). An input that
+    brings rows again counts again at once, for the next watermark, but its
+    return raises nothing by itself (with every input idle, the first back
+    would otherwise raise the output to its own latest watermark before the
+    others' rows came: late rows would depend on the order inputs return in).
     """
 
     def __init__(self, inputs: int, columns: frozenset[str], policy: str = "min") -> None:
         self.latest: dict[str, list[Any]] = {column: [None] * inputs for column in columns}
         self.idle = [False] * inputs
+        self.going_idle: set[int] = set()
+        """Inputs that went idle in this epoch, left out at its end (`settle`)."""
         self.highest = policy == "max"
 
     def merged(self, column: str) -> Any:
@@ -53,9 +65,26 @@ class WatermarkMerger:
         values[port] = watermark.value
         return self.merged(watermark.column)
 
-    def set_idle(self, port: int, idle: bool) -> list[tuple[str, Any]]:
-        """Mark input `port` idle or active; the merged values of the columns that have one."""
-        self.idle[port] = idle
+    def going(self, port: int, idle: bool) -> None:
+        """Input `port`'s new status: active at once, idle from the end of the epoch."""
+        if idle:
+            self.going_idle.add(port)
+            return
+        self.going_idle.discard(port)
+        self.idle[port] = False
+
+    def settle(self) -> tuple[list[int], list[tuple[str, Any]]]:
+        """At the end of the epoch: leave out, together, the inputs that went idle in it;
+        those inputs and the merged values (nothing when none went idle)."""
+        ports = sorted(self.going_idle)
+        if not ports:
+            return [], []
+        self.going_idle.clear()
+        for port in ports:
+            self.idle[port] = True
+        return ports, self._all_merged()
+
+    def _all_merged(self) -> list[tuple[str, Any]]:
         merged = ((column, self.merged(column)) for column in sorted(self.latest))
         return [(column, value) for column, value in merged if value is not None]
 
@@ -103,9 +132,10 @@ class UnionOperator(Operator):
     idle) is judged against it and dropped when below: a late row, counted
     and sent to `late_rows()` with the mark it was below.
 
-    Checkpoint: the merger's latest watermark of each input and the late
-    count. Rescale: each value becomes the minimum over the old units (None if
-    one had none); the late counts go to unit 0.
+    Checkpoint: the merger's latest watermark of each input, which inputs are
+    idle, and the late count. Rescale: each value becomes the minimum over the
+    old units (None if one had none), an input is idle if it was in every old
+    unit; the late counts go to unit 0.
     """
 
     def __init__(self, node: Node, inputs: Sequence[EdgeInfo]) -> None:
@@ -142,17 +172,23 @@ class UnionOperator(Operator):
         return [] if merged is None else self.watermarks([(watermark.column, merged)])
 
     def on_status(self, port: int, status: Idleness) -> list[Message]:
-        out = self.watermarks(self.merger.set_idle(port, status.idle))
-        return out + super().on_status(port, status)
+        self.merger.going(port, status.idle)
+        return [] if status.idle else super().on_status(port, status)
+
+    def on_barrier(self, epoch: int) -> list[Message]:
+        ports, merged = self.merger.settle()
+        return self.watermarks(merged) + self.inputs_idle(ports)
 
     def snapshot(self) -> dict[str, Any]:
         return {
             "latest": {column: list(values) for column, values in self.merger.latest.items()},
+            "idle": list(self.merger.idle),
             "late": self.late_count,
         }
 
     def restore(self, state: dict[str, Any]) -> None:
         self.merger.latest = {column: list(values) for column, values in state["latest"].items()}
+        self.merger.idle = list(state["idle"])
         self.late_count = state["late"]
 
     def rescale(self, states: Sequence[Any], units: int, owner: Owner) -> list[Any]:
@@ -165,9 +201,11 @@ class UnionOperator(Operator):
             for column in self.merger.latest
         }
         late = sum(state["late"] for state in states)
+        idle = [all(state["idle"][port] for state in states) for port in range(inputs)]
         return [
             {
                 "latest": {column: list(values) for column, values in merged.items()},
+                "idle": list(idle),
                 "late": late if unit == 0 else 0,
             }
             for unit in range(units)

@@ -23,7 +23,8 @@ from sparkbeam.messages import Watermark
 from sparkbeam.runners.direct.checks import EdgeCheck, OrderCheck
 from sparkbeam.runners.direct.exchange import Merger, Route
 from sparkbeam.runners.direct.executor import EdgeRecord
-from sparkbeam.runners.direct.operator import Chunk, Operator, SourceOperator
+from sparkbeam.runners.direct.operator import Chunk, Idleness, Operator, SourceOperator
+from sparkbeam.runners.direct.reading import Reading
 from sparkbeam.transforms.combine import CombinePerKey
 from sparkbeam.transforms.connectors import ForEachBatch
 from sparkbeam.transforms.files import WriteFiles
@@ -49,7 +50,7 @@ class EndOfInput:
 
 
 END = EndOfInput()
-Signal = Chunk | Watermark | Barrier | EndOfInput
+Signal = Chunk | Watermark | Idleness | Barrier | EndOfInput
 
 
 def partition_keys(node: Node) -> tuple[str, ...] | None:
@@ -184,6 +185,9 @@ class Unit:
         self.mergers: list[Merger | None] = [None] * ports
         self.merged_checks: list[EdgeCheck | None] = [None] * ports
         self.outputs: list[Output] = []
+        self.deferred: list[tuple[int, Watermark | Idleness]] | None = [] if ports > 1 else None
+        """A merging unit's watermarks and statuses of the epoch, applied when it aligns the
+        barrier (`parallel.ParallelExecutor`); None for a unit with one input."""
         self.check: EdgeCheck | None = None
         self.order_check: OrderCheck | None = None
         self.epoch = 0
@@ -200,7 +204,10 @@ class Unit:
 
 
 class SourceUnit(Unit):
-    """A source's unit: its share of each epoch's rows, then the epoch's barrier."""
+    """A source's unit: its share of each epoch's rows, then the epoch's barrier.
+
+    Which epoch of its own it reads in each pipeline epoch: `reading.Reading`.
+    """
 
     def __init__(self, node: Node, index: int, count: int, operator: Operator) -> None:
         super().__init__(node, index, count, operator)
@@ -208,18 +215,22 @@ class SourceUnit(Unit):
         self.source = operator
         self.pending: Iterator[Chunk] | None = None
 
-    def next_signal(self, epochs: int) -> Signal:
+    def ready(self, reading: Reading) -> bool:
+        """Whether this unit can take a step: not done, and what it does in its epoch known."""
+        return not self.done and (self.pending is not None or reading.known(self.epoch))
+
+    def next_signal(self, reading: Reading) -> Signal:
         """The next chunk of this unit's share, the barrier ending the epoch, or `END`."""
-        while True:
-            if self.epoch >= epochs:
+        if self.pending is None:
+            if reading.ends_at(self.epoch):
                 return END
-            if self.pending is None:
-                self.pending = self._share(self.source.epoch(self.epoch))
-            chunk = next(self.pending, None)
-            if chunk is None:
-                self.pending = None
-                return Barrier(self.epoch)
-            return chunk
+            own = reading.reads(self.node.id, self.epoch)
+            self.pending = self._share(self.source.epoch(own) if own is not None else ())
+        chunk = next(self.pending, None)
+        if chunk is None:
+            self.pending = None
+            return Barrier(self.epoch)
+        return chunk
 
     def _share(self, chunks: Iterable[Chunk]) -> Iterator[Chunk]:
         seen, index, count = 0, self.index, self.count
@@ -239,6 +250,7 @@ class UnitsRecord:
 
     def __init__(self, epochs: int, units: int) -> None:
         self.chunks: list[list[Chunk]] = [[] for _ in range(epochs + 1)]
+        """Per epoch (grown as epochs come: with `max_drift` their number is not known)."""
         self.units = units
         self.events: list[tuple[int, int, Any]] = []
         """`(epoch, unit, Watermark)`, or `(epoch, -1, units)` where the unit count changed."""
@@ -249,15 +261,27 @@ class UnitsRecord:
             later.clear()
         self.events = [event for event in self.events if event[0] <= epoch]
 
-    def finish(self) -> EdgeRecord:
-        record = EdgeRecord(len(self.chunks) - 1)
-        record.chunks = self.chunks
+    def epoch(self, epoch: int) -> list[Chunk]:
+        """The chunks of `epoch`."""
+        chunks = self.chunks
+        while len(chunks) <= epoch:
+            chunks.append([])
+        return chunks[epoch]
+
+    def finish(self, epochs: int) -> EdgeRecord:
+        """The node's edge as one: its rows per epoch, and the units' watermarks merged as an
+        exchange would merge them, epoch by epoch (every unit's watermarks of an epoch before
+        any of the next: a unit running ahead must not hide the value the epoch ended on)."""
+        self.epoch(epochs)
+        record = EdgeRecord(epochs)
+        record.chunks = self.chunks[: epochs + 1]
         merger = Merger(self.units)
-        for _, unit, item in self.events:
+        for epoch, unit, item in sorted(self.events, key=lambda event: event[0]):
             if unit < 0:
                 merger = Merger(item, merger.emitted)
                 continue
             merged = merger.on_watermark(unit, item)
             if merged is not None:
                 record.watermarks.append(merged)
+                record.watermark_epochs.append(epoch)
         return record

@@ -27,14 +27,28 @@ class WatermarkFilter(Operator):
     State: the watermark `wm` and the largest event time seen. Each chunk is
     filtered with the watermark from before it.
 
-    With parallel units each unit filters its own rows with its own (local)
-    watermark, as RisingWave's filter does per partition. A checkpoint keeps
-    each unit's `wm`, largest time and counters; fail-over gives every unit its
-    own back; a rescale starts every new unit from the largest saved `wm` and
-    largest time (RisingWave takes the global maximum on scaling), so a new
-    unit never judges rows against less than any old unit did, and the
-    counters' totals go to unit 0. The barrier after a rescale announces the
-    restored watermark.
+    With parallel units (`runners.direct.parallel`) the units of one filter
+    meet at every barrier (`agree`) before any of them passes it on, as the
+    tasks of a Spark micro-batch do:
+
+    - `emit="periodic"`: each unit takes the largest event time seen by all
+      of them, so every unit raises the same (global) watermark and filters
+      the next epoch's rows with it: the same rows are late at any
+      parallelism, and a unit that saw no row emits the global watermark too.
+    - `emit="event"`: the watermark rises after every row, within a unit, so
+      each unit keeps its own (local) watermark, as RisingWave's filter does
+      per partition: a unit drops a subset of the rows parallelism 1 drops.
+    - `idle_after`: an epoch is empty when no unit saw a row in it, so the
+      units go idle together; a unit that saw none in an epoch some other
+      unit saw rows in becomes active at the barrier.
+
+    A checkpoint keeps each unit's `wm`, largest time, idleness and counters;
+    fail-over gives every unit its own back (periodic: the global values); a
+    rescale starts every new unit from the largest saved `wm` and largest
+    time (periodic: the global ones; RisingWave takes the global maximum on
+    scaling), so a new unit never judges rows against less than any old unit
+    did, and the counters' totals go to unit 0. The barrier after a rescale
+    announces the restored watermark.
 
     Dropped rows go out as `SideRows` when a `DroppedRows` node reads them:
     late rows with the watermark they were judged against (`late_watermark`),
@@ -153,13 +167,34 @@ class WatermarkFilter(Operator):
             return out
         return self._raise(wm) + out  # emits only what raises the output (after a rescale, the wm)
 
+    @staticmethod
+    def agree(units: Sequence[WatermarkFilter]) -> None:
+        """The units of one filter at a barrier, before any of them runs `on_barrier`.
+
+        Every unit takes what all of them saw in the epoch: whether any saw a
+        row (for `idle_after`) and, with `emit="periodic"`, the largest event
+        time (so all raise the same watermark; with `emit="event"` each keeps
+        its own).
+        """
+        saw = any(unit.saw_rows for unit in units)
+        top = highest_of(unit.max_time for unit in units)
+        for unit in units:
+            unit.saw_rows = saw
+            if not unit.per_event:
+                unit.max_time = top
+
     def _idleness(self) -> list[Message]:
-        """Count this epoch as empty or not; `IDLE` once `idle_after` empty epochs ran."""
+        """Count this epoch as empty or not; `IDLE` once `idle_after` empty epochs ran.
+
+        An epoch with rows makes the output `ACTIVE` (with units: one that saw
+        no row itself, while another unit of the filter did).
+        """
         assert self.idle_after is not None
         saw, self.saw_rows = self.saw_rows, False
         if saw:
             self.empty_epochs = 0
-        elif not self.paused:
+            return self.status(False)
+        if not self.paused:
             self.empty_epochs += 1
         if self.empty_epochs >= self.idle_after:
             return self.status(True)
@@ -178,10 +213,24 @@ class WatermarkFilter(Operator):
         )
 
     def snapshot(self) -> tuple[Any, ...]:
-        return (self.wm, self.upstream, self.max_time, self.late_count, self.invalid_count)
+        return (
+            self.wm,
+            self.upstream,
+            self.max_time,
+            self.late_count,
+            self.invalid_count,
+            self.empty_epochs,
+        )
 
     def restore(self, state: tuple[Any, ...]) -> None:
-        self.wm, self.upstream, self.max_time, self.late_count, self.invalid_count = state
+        (
+            self.wm,
+            self.upstream,
+            self.max_time,
+            self.late_count,
+            self.invalid_count,
+            self.empty_epochs,
+        ) = state
 
     def rescale(self, states: Sequence[Any], units: int, owner: Owner) -> list[Any]:
         wm = highest_of(state[0] for state in states)
@@ -189,7 +238,8 @@ class WatermarkFilter(Operator):
         max_time = highest_of(state[2] for state in states)
         late = sum(state[3] for state in states)
         invalid = sum(state[4] for state in states)
+        empty = min(state[5] for state in states)  # the same in every unit (`agree`)
         return [
-            (wm, upstream, max_time, late if unit == 0 else 0, invalid if unit == 0 else 0)
+            (wm, upstream, max_time, late if unit == 0 else 0, invalid if unit == 0 else 0, empty)
             for unit in range(units)
         ]

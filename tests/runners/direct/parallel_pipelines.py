@@ -1,10 +1,13 @@
-"""Random inputs and one wide pipeline for the parallel-runner properties.
+"""Random inputs and pipelines for the parallel-runner properties.
 
-Two `TestStream`s of rows `{"t": int, "k": str, "v": int}` go through a
-`WithWatermark` each (`a` with `emit` periodic or event, `b` periodic) and
-then into every keyed shape: tumble + CombinePerKey, Sort without and with
-keys, Session, Union + CombinePerKey, a full window join, a left interval
-join, and a Sort after a CombinePerKey.
+`Scenario`: two `TestStream`s of rows `{"t": int, "k": str, "v": int}` go
+through a `WithWatermark` each (`a` with `emit` periodic or event, `b`
+periodic) and then into every keyed shape: tumble + CombinePerKey, Sort
+without and with keys, Session, Union + CombinePerKey, a full window join, a
+left interval join, and a Sort after a CombinePerKey.
+
+`Plan`: one to three sources and a random graph of every transform over them
+(`plans`), compared epoch by epoch (`observe`, `assert_identical`).
 
 Outputs are compared in a canonical form: as a multiset of rows, and, after
 a `Sort`, also as the sequence of sort-column values within each key (ties
@@ -184,16 +187,339 @@ def assert_same(actual: Outcome, expected: Outcome) -> None:
 def assert_explained(sc: Scenario, actual: Outcome, single: Outcome) -> None:
     """The property of a run with units: equal to parallelism 1, or explained by late rows.
 
-    Without late rows at parallelism 1 the outputs and counters are equal.
-    Otherwise the units' local watermarks are never above the single unit's,
+    With both filters periodic (one global watermark per epoch) the outputs
+    and counters are equal, epoch by epoch. With `a` under `emit="event"`
+    the final outputs are equal when no row is late at parallelism 1;
+    otherwise the units' local watermarks are never above the single unit's,
     so they drop a subset of its late rows, and everything after the filters
     is exactly what the single unit computes on the rows they passed.
     """
     assert actual.invalid == single.invalid
+    if sc.emit_a == "periodic":
+        assert actual.late == single.late
+        assert_same(actual, single)
+        assert actual.by_epoch == single.by_epoch
+        return
     if single.late == (0, 0):
-        assert actual.late == (0, 0)
+        assert actual.late == single.late
         assert_same(actual, single)
         return
     assert actual.late[0] <= single.late[0]
-    assert actual.late[1] <= single.late[1]
+    assert actual.late[1] == single.late[1]  # b is periodic
     assert_same(actual, reference_on(sc, actual))
+
+
+# Random streaming pipelines: several sources, a random graph of transforms.
+
+
+@attrs.frozen
+class Step:
+    """One transform of a random graph: its kind, the row streams it reads (indices into
+    the pool of row streams built so far) and its parameters."""
+
+    kind: str
+    inputs: tuple[int, ...]
+    params: tuple[Any, ...] = ()
+
+
+@attrs.frozen
+class SourcePlan:
+    epochs: list[list[Row]]
+    delay: int
+    idle_after: int | None = None
+    max_drift: int | None = None
+
+
+@attrs.frozen
+class Plan:
+    """A random pipeline over `TestStream`s of rows `{"t": int, "k": str, "v": int}`.
+
+    Each source goes through a `WithWatermark` (periodic) at once; the row
+    streams (every stream with the source's schema: filtered, mapped,
+    shifted, watermarked again, unioned, sorted) form a pool that later steps
+    read; windows, groups, sessions and joins are outputs. Every PCollection
+    is compared, and every filter's late and invalid rows.
+    """
+
+    sources: list[SourcePlan]
+    steps: list[Step]
+
+    @property
+    def epochs(self) -> int:
+        return max(len(source.epochs) for source in self.sources)
+
+
+def _not_multiple(m: int) -> Any:
+    return lambda row: row["v"] % m != 0
+
+
+def _bump(row: Row) -> Row:
+    return {**row, "v": row["v"] + 1}
+
+
+@attrs.frozen
+class Graph:
+    """A built random pipeline: every PCollection by name, the sort order each promises, and
+    the transforms whose late (and invalid) rows are counted."""
+
+    outputs: dict[str, sb.PCollection]
+    sorted_by: dict[str, tuple[str, tuple[str, ...]]]
+    filters: list[sb.PCollection]
+    merges: list[sb.PCollection]
+
+
+def build_plan(p: sb.Pipeline, plan: Plan) -> Graph:
+    outputs: dict[str, sb.PCollection] = {}
+    sorted_by: dict[str, tuple[str, tuple[str, ...]]] = {}
+    filters: list[sb.PCollection] = []
+    merges: list[sb.PCollection] = []
+    pool: list[sb.PCollection] = []
+
+    def keep(name: str, pc: sb.PCollection, row_stream: bool = False) -> sb.PCollection:
+        outputs[f"{len(outputs)}:{name}"] = pc
+        if row_stream:
+            pool.append(pc)
+        return pc
+
+    def watermarked(pc: sb.PCollection, name: str, delay: int, **options: Any) -> None:
+        w = keep(name, pc.with_watermark("t", delay, **options), row_stream=True)
+        filters.append(w)
+        keep(f"late rows of {name}", w.late_rows())
+        keep(f"invalid rows of {name}", w.invalid_rows())
+
+    for index, source in enumerate(plan.sources):
+        stream = sb.TestStream(schema=SCHEMA)
+        for rows in source.epochs:
+            stream.add_epoch(rows)
+        options = {"idle_after": source.idle_after, "max_drift": source.max_drift}
+        watermarked(p | f"s{index}" >> stream, f"w{index}", source.delay, **options)
+    for step in plan.steps:
+        ins = [pool[i] for i in step.inputs]
+        kind, params = step.kind, step.params
+        if kind == "filter":
+            keep(kind, ins[0].filter(_not_multiple(params[0])), row_stream=True)
+        elif kind == "map":
+            keep(kind, ins[0].map(_bump, keeps=["t", "k"]), row_stream=True)
+        elif kind == "shift":
+            shifted = ins[0].select("k", "v", t=sb.col("t") + params[0]).select("t", "k", "v")
+            keep(kind, shifted, row_stream=True)
+        elif kind == "watermark":
+            watermarked(ins[0], f"watermark {len(filters)}", params[0])
+        elif kind == "union":
+            union = keep(kind, ins[0].union(ins[1], policy=params[0]), row_stream=True)
+            merges.append(union)
+            keep("late rows of union", union.late_rows())
+        elif kind == "sort":
+            keys = ("k",) if params[0] else ()
+            keep(kind, ins[0].sort("t", keys=keys), row_stream=True)
+            sorted_by[list(outputs)[-1]] = ("t", keys)
+        elif kind == "tumble_combine":
+            size, sort_after = params
+            groups = keep(
+                kind,
+                ins[0]
+                .tumble("t", size)
+                .combine_per_key(
+                    ["window_start", "k"], n=sb.Count(), total=sb.Sum("v"), low=sb.Min("t")
+                ),
+            )
+            if sort_after:
+                keep("sorted groups", groups.sort("window_start"))
+                sorted_by[list(outputs)[-1]] = ("window_start", ())
+        elif kind == "hop_combine":
+            size, slide = params
+            hopped = ins[0].hop("t", size, slide)
+            keep(kind, hopped.combine_per_key(["window_start"], n=sb.Count(), high=sb.Max("v")))
+        elif kind == "session":
+            size, keyed = params
+            keep(kind, ins[0].session("t", size, keys=("k",) if keyed else ()))
+        elif kind == "window_join":
+            size, how, policy = params
+            left, right = ins[0].tumble("t", size), ins[1].tumble("t", size)
+            joined = keep(kind, left.join(right, on=["window_start", "k"], how=how, policy=policy))
+            merges.append(joined)
+            keep("late rows of window join", joined.late_rows())
+        elif kind == "interval_join":
+            how, low, high = params
+            joined = ins[0].join(ins[1], on="k", how=how, times=("t", "t"), within=(low, high))
+            keep(kind, joined)
+        else:
+            raise AssertionError(kind)
+    return Graph(outputs, sorted_by, filters, merges)
+
+
+def delays(jitter: int) -> st.SearchStrategy[int]:
+    """Mostly below the jitter (rows come late), sometimes enough for none to."""
+    return st.one_of(st.integers(0, jitter), st.integers(0, 2 * jitter + 2))
+
+
+@st.composite
+def source_plans(
+    draw: st.DrawFn, drift: int, jitter: int, max_epochs: int, idle: bool, drifts: bool
+) -> SourcePlan:
+    epochs = _epochs(draw, draw(st.integers(2, max_epochs)), drift, jitter)
+    lag = draw(st.integers(0, 2 * jitter))  # some sources behind others: late under policy='max'
+    epochs = [
+        [{**row, "t": None if row["t"] is None else row["t"] - lag} for row in rows]
+        for rows in epochs
+    ]
+    if idle and draw(st.booleans()):  # silent epochs, to go idle and come back
+        epochs = [rows if draw(st.integers(0, 2)) else [] for rows in epochs]
+    idle_after = draw(st.one_of(st.none(), st.integers(1, 2))) if idle else None
+    max_drift = draw(st.one_of(st.none(), st.integers(0, 2 * jitter))) if drifts else None
+    return SourcePlan(epochs, draw(delays(jitter)), idle_after=idle_after, max_drift=max_drift)
+
+
+@st.composite
+def plans(
+    draw: st.DrawFn,
+    max_epochs: int = 4,
+    max_steps: int = 6,
+    idle: bool = True,
+    drifts: bool = True,
+) -> Plan:
+    """Random sources (one to three; with `idle`, some with `idle_after` and silent epochs;
+    with `drifts`, some with `max_drift`) and a random graph over them; rows late at the
+    filters (delays below the jitter) in most of them."""
+    jitter = draw(st.integers(1, 10))
+    drift = draw(st.integers(0, jitter))
+    sources = draw(
+        st.lists(source_plans(drift, jitter, max_epochs, idle, drifts), min_size=1, max_size=3)
+    )
+    pool = [True] * len(sources)
+    """Per row stream: whether only stateless transforms follow its filter (`fresh`)."""
+    steps: list[Step] = []
+    kinds = [
+        "filter",
+        "map",
+        "shift",
+        "watermark",
+        "union",
+        "union",  # where watermarks meet: policies, idle inputs, alignment
+        "sort",
+        "tumble_combine",
+        "hop_combine",
+        "session",
+        "window_join",
+        "window_join",
+        "interval_join",
+    ]
+    for step in range(draw(st.integers(1, max_steps))):
+        kind = draw(st.sampled_from(kinds))
+        one = st.integers(0, len(pool) - 1)
+        i = draw(one)
+        if step == 0 and len(sources) > 1 and draw(st.booleans()):
+            kind, i = draw(st.sampled_from(["union", "window_join"])), 0  # sources meet
+            one = st.just(1)
+        if kind == "filter":
+            steps.append(Step(kind, (i,), (draw(st.integers(2, 4)),)))
+            pool.append(pool[i])
+        elif kind in ("map",):
+            steps.append(Step(kind, (i,)))
+            pool.append(pool[i])
+        elif kind == "shift":
+            steps.append(Step(kind, (i,), (draw(st.integers(-3, 3)),)))
+            pool.append(pool[i])
+        elif kind == "watermark":
+            steps.append(Step(kind, (i,), (draw(delays(jitter)),)))
+            pool.append(pool[i])
+        elif kind == "union":
+            if len(pool) < 2:
+                continue
+            j = draw(one.filter(lambda j, i=i: j != i))
+            fresh = pool[i] and pool[j]
+            policy = draw(st.sampled_from(["min", "max"])) if fresh else "min"
+            steps.append(Step(kind, (i, j), (policy,)))
+            pool.append(fresh)
+        elif kind == "sort":
+            steps.append(Step(kind, (i,), (draw(st.booleans()),)))
+            pool.append(False)
+        elif kind == "tumble_combine":
+            steps.append(Step(kind, (i,), (draw(st.integers(1, 8)), draw(st.booleans()))))
+        elif kind == "hop_combine":
+            size = draw(st.integers(2, 8))
+            steps.append(Step(kind, (i,), (size, draw(st.integers(1, size)))))
+        elif kind == "session":
+            steps.append(Step(kind, (i,), (draw(st.integers(1, 5)), draw(st.booleans()))))
+        elif kind == "window_join":
+            j = draw(one)
+            fresh = pool[i] and pool[j] and i != j
+            policy = draw(st.sampled_from(["min", "max"])) if fresh else "min"
+            how = draw(st.sampled_from(["inner", "left", "right", "full"]))
+            steps.append(Step(kind, (i, j), (draw(st.integers(1, 8)), how, policy)))
+        else:
+            j = draw(one)
+            how = draw(st.sampled_from(["inner", "left"]))
+            low, high = draw(st.integers(-4, 0)), draw(st.integers(0, 4))
+            steps.append(Step(kind, (i, j), (how, low, high)))
+    return Plan(sources, steps)
+
+
+@attrs.frozen
+class Observed:
+    """What must not depend on parallelism, epoch by epoch: each PCollection's rows (a
+    multiset per epoch; after a `Sort` also the sort values within each key), its watermark
+    per column at the end of each epoch, and the late and invalid counts."""
+
+    rows: dict[str, list[Counter[tuple[tuple[str, Any], ...]]]]
+    order: dict[str, list[dict[tuple[Any, ...], list[Any]]]]
+    watermarks: dict[str, list[dict[str, Any]]]
+    late: list[int]
+    invalid: list[int]
+    result: Any
+
+
+def watermarks_by_epoch(result: Any, pc: sb.PCollection) -> list[dict[str, Any]]:
+    """Each column's watermark at the end of each epoch (and after the end of input)."""
+    record = result.records[pc.node.id]
+    marks: dict[str, Any] = {}
+    out: list[dict[str, Any]] = []
+    pairs = list(zip(record.watermark_epochs, record.watermarks, strict=True))
+    for epoch in range(len(record.chunks)):
+        for at, mark in pairs:
+            if at == epoch:
+                marks[mark.column] = mark.value
+        out.append(dict(marks))
+    return out
+
+
+def observe(plan: Plan, runner: sb.DirectRunner | None = None) -> Observed:
+    p = sb.Pipeline(runner=runner or sb.DirectRunner())
+    graph = build_plan(p, plan)
+    result = p.run()
+    rows = {name: result.collect_by_epoch(pc) for name, pc in graph.outputs.items()}
+    return Observed(
+        rows={
+            name: [Counter(map(_row_key, epoch)) for epoch in by_epoch]
+            for name, by_epoch in rows.items()
+        },
+        order={
+            name: [_within_keys(epoch, column, keys) for epoch in rows[name]]
+            for name, (column, keys) in graph.sorted_by.items()
+        },
+        watermarks={name: watermarks_by_epoch(result, pc) for name, pc in graph.outputs.items()},
+        late=[result.late_count(pc) for pc in graph.filters + graph.merges],
+        invalid=[result.invalid_count(pc) for pc in graph.filters],
+        result=result,
+    )
+
+
+def _within_keys(
+    rows: list[Row], column: str, keys: tuple[str, ...]
+) -> dict[tuple[Any, ...], list[Any]]:
+    sequences: dict[tuple[Any, ...], list[Any]] = {}
+    for row in rows:
+        sequences.setdefault(tuple(row[k] for k in keys), []).append(row[column])
+    return sequences
+
+
+def assert_identical(actual: Observed, expected: Observed) -> None:
+    """Two runs of one plan agree epoch by epoch (`Observed`)."""
+    assert actual.late == expected.late, "late counts differ"
+    assert actual.invalid == expected.invalid, "invalid counts differ"
+    for name, epochs in expected.rows.items():
+        assert actual.rows[name] == epochs, f"{name}: rows differ"
+    for name, epochs in expected.order.items():
+        assert actual.order[name] == epochs, f"{name}: order differs"
+    for name, marks in expected.watermarks.items():
+        assert actual.watermarks[name] == marks, f"{name}: watermarks differ"

@@ -6,11 +6,16 @@ intervals, failure points (mid-epoch included) and rescales:
 - Fail-over without rescale gives exactly the fault-free run at the same
   parallelism, late rows included: the same rows (nothing lost, nothing
   duplicated) in the same epochs, and the same counters.
-- With rescales (and failures) the output is the single-unit output when no
-  row is late there; otherwise it is exactly the single-unit result on the
-  rows the filters passed, and the filters dropped no more rows than the
-  single unit (they restart from the largest saved local watermark, never
-  above the single unit's watermark).
+- With periodic watermarks, rescales and failures change nothing: random
+  pipelines (every transform, several sources, idle and held-back sources)
+  give the fault-free single-unit result epoch by epoch, late rows and
+  watermarks included (restored and rescaled filters restart from the global
+  watermark saved at the checkpoint; sources from their saved offsets).
+- With a filter under `emit="event"` and rescales, the output is the
+  single-unit output when no row is late there; otherwise it is exactly the
+  single-unit result on the rows the filters passed, and the filters dropped
+  no more rows than the single unit (they restart from the largest saved
+  local watermark, never above the single unit's watermark).
 - Invariant W holds throughout, right after each restore included: the
   runner's checks restart from the checkpoint's (or, after a rescale, from
   what every old unit had promised), so a restored unit that emitted a row
@@ -41,9 +46,13 @@ from sparkbeam.runners.direct.sort import SortOperator
 from sparkbeam.runners.direct.union import UnionOperator
 from sparkbeam.runners.direct.watermark import WatermarkFilter
 from tests.runners.direct.parallel_pipelines import (
+    Plan,
     Scenario,
     assert_explained,
+    assert_identical,
     assert_same,
+    observe,
+    plans,
     run,
     scenarios,
 )
@@ -134,6 +143,32 @@ def test_rescale_and_fail_over_keep_the_single_unit_result(
     assert_explained(sc, planned, single)
 
 
+@given(st.data(), plans(), st.integers(1, 4), st.integers(0, 2**16))
+def test_random_pipelines_with_failures_and_rescales_give_the_single_unit_result(
+    data: st.DataObject, plan: Plan, parallelism: int, seed: int
+) -> None:
+    """Periodic watermarks: restored and rescaled filters restart from the global watermark
+    saved at the checkpoint, so every result is parallelism 1's, epoch by epoch."""
+    rescale = data.draw(st.none() | rescales(plan.epochs, parallelism), label="rescale")
+    settings = {
+        "parallelism": parallelism,
+        "schedule": data.draw(st.sampled_from(["fixed", "random"]), label="schedule"),
+        "seed": seed,
+        "checkpoint_every": data.draw(st.sampled_from([None, 1, 2]), label="checkpoint_every"),
+        "rescale": rescale,
+    }
+    planned = observe(plan, sb.DirectRunner(**settings))
+    where = data.draw(st.lists(st.floats(0, 0.999), min_size=1, max_size=2), label="fail at")
+    fail_at = [int(fraction * planned.result.steps) for fraction in where]
+    outcome = observe(plan, sb.DirectRunner(**settings, fail_at=fail_at))
+    causes = [r.cause for r in outcome.result.recoveries]
+    event(f"{causes.count('rescale')} rescales, {causes.count('failure')} failures")
+    assert causes.count("failure") >= 1
+    single = observe(plan)
+    assert_identical(planned, single)
+    assert_identical(outcome, single)
+
+
 # Examples
 
 
@@ -179,8 +214,9 @@ def test_a_failure_restores_the_last_complete_checkpoint_even_twice_in_a_row() -
     assert got == expected
 
 
-def test_rescale_starts_filters_from_the_largest_saved_watermark() -> None:
-    """Unit 0's local watermark is 90 and unit 1's -9 after epoch 0; one unit then takes 90."""
+def test_rescale_starts_filters_from_the_saved_global_watermark() -> None:
+    """Every unit's watermark is 90 after epoch 0 (the largest time seen by any unit is 100):
+    both 50s of epoch 1 are late whatever the parallelism before or after the rescale."""
     epochs = [[{"t": 100}, {"t": 1}], [{"t": 50}, {"t": 50}]]
 
     def late(runner: sb.DirectRunner) -> tuple[int, list[Any]]:
@@ -189,9 +225,23 @@ def test_rescale_starts_filters_from_the_largest_saved_watermark() -> None:
         result = p.run()
         return result.late_count(filtered), [r.parallelism_after for r in result.recoveries]
 
-    assert late(sb.DirectRunner(parallelism=2)) == (1, [])
+    assert late(sb.DirectRunner(parallelism=2)) == (2, [])
     assert late(sb.DirectRunner(parallelism=2, rescale={0: 1})) == (2, [1])
     assert late(sb.DirectRunner(parallelism=2, rescale={0: 3})) == (2, [3])
+
+
+def test_rescale_with_emit_event_starts_filters_from_the_largest_saved_watermark() -> None:
+    """Unit 0's local watermark is 90 and unit 1's -9 after epoch 0; new units take 90."""
+    epochs = [[{"t": 100}, {"t": 1}], [{"t": 50}, {"t": 50}]]
+
+    def late(runner: sb.DirectRunner) -> int:
+        p = sb.Pipeline(runner=runner)
+        filtered = _epochs(p, epochs).with_watermark("t", 10, emit="event")
+        return p.run().late_count(filtered)
+
+    assert late(sb.DirectRunner(parallelism=2)) == 1
+    assert late(sb.DirectRunner(parallelism=2, rescale={0: 1})) == 2
+    assert late(sb.DirectRunner(parallelism=2, rescale={0: 3})) == 2
 
 
 def test_rescale_two_to_three_to_one() -> None:
@@ -326,6 +376,7 @@ def test_union_and_filter_rescale_take_the_common_floor_and_the_maximum() -> Non
     old_unions[1].late_count = 2
     states = fresh_union.rescale([u.snapshot() for u in old_unions], 3, lambda key: 0)
     assert [state["latest"] for state in states] == [{"t": [5, None]}] * 3
+    assert [state["idle"] for state in states] == [[False, False]] * 3
     assert [state["late"] for state in states] == [2, 0, 0]  # the total, once
 
     filters = [_fresh(a), _fresh(a)]
@@ -335,4 +386,4 @@ def test_union_and_filter_rescale_take_the_common_floor_and_the_maximum() -> Non
     filters[1].on_chunk(0, Chunk({"t": [4, None]}, 2))
     filters[1].on_barrier(0)
     states = _fresh(a).rescale([f.snapshot() for f in filters], 2, lambda key: 0)
-    assert states == [(9, None, 10, 1, 1), (9, None, 10, 0, 0)]
+    assert states == [(9, None, 10, 1, 1, 0), (9, None, 10, 0, 0, 0)]

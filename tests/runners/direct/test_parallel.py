@@ -1,19 +1,26 @@
 """The direct runner with parallel units: exchange rules, schedules and properties.
 
 Example tests pin the dispatcher, the merger, the layout (where exchanges go
-and how many units each transform runs as), the global-watermark check and
-the per-unit watermark filter. Hypothesis properties, for random inputs,
-epoch splits, parallelism 1 to 4 and fixed or random schedules:
+and how many units each transform runs as), the global-watermark check, the
+filter's one watermark per epoch across units (the issue 14 example) and the
+per-unit watermark under `emit="event"`. Hypothesis properties, for random
+inputs, parallelism 1 to 4 and fixed or random schedules:
 
-(a) the final output equals the single-unit run's when no row is late
-    there; otherwise it is exactly the single-unit result on the rows the
-    units' filters passed, and those filters dropped no more rows
-    (`parallel_pipelines.assert_explained`: local watermarks are never above
-    the single unit's, so rows late at parallelism 1 may be kept);
-(b) invariant W holds on every edge of every unit (the runner checks every
+(a) random pipelines of every transform over several sources, periodic
+    watermarks, late rows at the filters and at `Union`s and `Join`s: every
+    PCollection emits the same rows in the same epochs as the single-unit
+    run (after a `Sort`, the same sort values within each key), with the
+    same watermark at the end of each epoch, and the late and invalid counts
+    are equal (`parallel_pipelines.assert_identical`);
+(b) a wide pipeline with one filter under `emit="event"`: the final output
+    equals the single-unit run's when no row is late there; otherwise it is
+    exactly the single-unit result on the rows the units' filters passed,
+    and those filters dropped no more rows (local watermarks are never above
+    the single unit's); with both filters periodic, equal epoch by epoch;
+(c) invariant W holds on every edge of every unit (the runner checks every
     unit's output and every merger's output; a probe after each unit checks
-    again here, on the exact messages);
-(c) watermark values never decrease on any edge (same checks).
+    again here, on the exact messages), and watermark values never decrease
+    on any edge (same checks).
 """
 
 from __future__ import annotations
@@ -40,9 +47,13 @@ from sparkbeam.runners.direct.operator import Chunk, Message, Operator
 from sparkbeam.runners.direct.runner import OPERATORS
 from sparkbeam.runners.direct.units import Barrier, Channel, Layout, Output
 from tests.runners.direct.parallel_pipelines import (
+    Plan,
     Scenario,
     assert_explained,
+    assert_identical,
     build,
+    observe,
+    plans,
     run,
     scenarios,
 )
@@ -176,25 +187,99 @@ def test_layout_puts_exchanges_before_keyed_transforms() -> None:
     assert not layout.exchange(ids["WithWatermark(t)"], ids["Union"])
 
 
-# Watermark filters per unit, the global watermark
+# Watermark filters: one global watermark per epoch (periodic), local ones (event)
 
 
-def test_each_unit_filters_with_its_local_watermark() -> None:
-    """Round robin: unit 0 sees t=100 then t=50, unit 1 sees t=1 then t=50."""
+def _filter_run(runner: sb.DirectRunner, emit: str) -> tuple[int, list[int]]:
+    """Round robin at parallelism 2: unit 0 sees t=100 then t=50, unit 1 sees t=1 then t=50."""
     epochs = [[{"t": 100}, {"t": 1}], [{"t": 50}, {"t": 50}]]
+    p = sb.Pipeline(runner=runner)
+    stream = sb.TestStream()
+    for rows in epochs:
+        stream.add_epoch(rows)
+    filtered = (p | stream).with_watermark("t", 10, emit=emit)
+    ordered = filtered.sort("t")
+    result = p.run()
+    return result.late_count(filtered), [row["t"] for row in result.collect(ordered)]
 
-    def late(runner: sb.DirectRunner) -> tuple[int, list[int]]:
+
+@pytest.mark.parametrize("parallelism", [1, 2, 3])
+def test_every_unit_filters_with_the_global_watermark(parallelism: int) -> None:
+    """Periodic: the watermark of epoch 1 is 90 in every unit (the largest time of epoch 0 is
+    100, seen by unit 0 only), so both 50s are late, as at parallelism 1 and on Spark."""
+    runner = sb.DirectRunner(parallelism=parallelism, schedule="random", seed=parallelism)
+    assert _filter_run(runner, "periodic") == (2, [1, 100])
+
+
+FIVE_ROWS_T0 = datetime(2026, 4, 1, 10)
+
+
+def _five_rows(runner: sb.DirectRunner) -> tuple[int, list[Any], list[Any]]:
+    def at(minutes: int, seconds: int = 0, microseconds: int = 0) -> datetime:
+        return FIVE_ROWS_T0 + timedelta(minutes=minutes, seconds=seconds, microseconds=microseconds)
+
+    stream = (
+        sb.TestStream()
+        .add_epoch([{"ts": at(10, 0, 700)}])
+        .add_epoch([{"ts": at(5, 0, 300)}, {"ts": at(4, 59, 999_700)}, {"ts": at(5)}])
+    )
+    p = sb.Pipeline(runner=runner)
+    filtered = (p | stream).with_watermark("ts", "5 minutes")
+    late = filtered.late_rows()
+    result = p.run()
+    return (
+        result.late_count(filtered),
+        [row["ts"] for row in result.collect(late)],
+        result.watermarks(filtered),
+    )
+
+
+@pytest.mark.parametrize("schedule", ["fixed", "random"])
+@pytest.mark.parametrize("parallelism", [1, 2, 3, 4])
+@pytest.mark.parametrize("seed", [0, 7])
+def test_issue_14_five_rows_10_04_59_9997_is_late_at_any_parallelism(
+    parallelism: int, schedule: str, seed: int
+) -> None:
+    """Epoch 0 is one row at 10:10:00.0007; epoch 1 brings 10:05:00.0003, 10:04:59.9997 and
+    10:05:00.000 to three units. The watermark of epoch 1 is 10:05:00.000 in every unit
+    (floor_to_ms(10:10:00.0007) - 5 minutes), so 10:04:59.9997 is late, as at parallelism 1
+    and on Spark; before, the units that had seen no row had no watermark and kept it."""
+    runner = sb.DirectRunner(parallelism=parallelism, schedule=schedule, seed=seed)
+    wm = FIVE_ROWS_T0 + timedelta(minutes=5)
+    assert _five_rows(runner) == (
+        1,
+        [FIVE_ROWS_T0 + timedelta(minutes=4, seconds=59, microseconds=999_700)],
+        [Watermark("ts", wm)],
+    )
+
+
+def test_units_that_never_see_a_row_follow_the_global_watermark() -> None:
+    """One row per epoch at parallelism 3: two units of the filter see no row at all, yet
+    every epoch's watermark reaches the Sort behind the exchange, which releases rows
+    epoch by epoch as at parallelism 1 (before, it waited for the end of input)."""
+
+    def sorted_by_epoch(runner: sb.DirectRunner) -> tuple[list[list[int]], list[Any]]:
         p = sb.Pipeline(runner=runner)
         stream = sb.TestStream()
-        for rows in epochs:
-            stream.add_epoch(rows)
-        filtered = (p | stream).with_watermark("t", 10)
+        for t in (10, 20, 30, 40):
+            stream.add_epoch([{"t": t}])
+        filtered = (p | stream).with_watermark("t", 5)
         ordered = filtered.sort("t")
         result = p.run()
-        return result.late_count(filtered), [row["t"] for row in result.collect(ordered)]
+        epochs = [[row["t"] for row in rows] for rows in result.collect_by_epoch(ordered)]
+        return epochs, [mark.value for mark in result.watermarks(filtered)]
 
-    assert late(sb.DirectRunner()) == (2, [1, 100])  # wm 90 after epoch 0
-    assert late(sb.DirectRunner(parallelism=2)) == (1, [1, 50, 100])  # unit 1: wm -9
+    expected = ([[], [10], [20], [30], [40]], [5, 15, 25, 35])
+    assert sorted_by_epoch(sb.DirectRunner()) == expected
+    for seed in range(3):
+        runner = sb.DirectRunner(parallelism=3, schedule="random", seed=seed)
+        assert sorted_by_epoch(runner) == expected
+
+
+def test_with_emit_event_each_unit_keeps_its_local_watermark() -> None:
+    """Event: the watermark rises within a unit, after each of its rows (README)."""
+    assert _filter_run(sb.DirectRunner(), "event") == (3, [100])  # 1 after 100: late too
+    assert _filter_run(sb.DirectRunner(parallelism=2), "event") == (1, [1, 50, 100])  # unit 1: -9
 
 
 def test_units_behind_an_exchange_that_disagree_are_caught(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -371,12 +456,26 @@ parallelisms = st.integers(1, 4)
 schedules = st.sampled_from(["fixed", "random"])
 
 
+@given(plans(), parallelisms, schedules, st.integers(0, 2**16))
+def test_random_pipelines_give_the_single_unit_result_epoch_by_epoch(
+    plan: Plan, parallelism: int, schedule: str, seed: int
+) -> None:
+    """Periodic watermarks: parallelism, schedule and seed are invisible in every result."""
+    single = observe(plan)
+    filters = len(plan.sources) + sum(step.kind == "watermark" for step in plan.steps)
+    event("late rows at a filter" if any(single.late[:filters]) else "no late rows at filters")
+    event("late rows at a Union/Join" if any(single.late[filters:]) else "none at a merge")
+    runner = sb.DirectRunner(parallelism=parallelism, schedule=schedule, seed=seed)
+    assert_identical(observe(plan, runner), single)
+
+
 @given(scenarios(), parallelisms, schedules, st.integers(0, 2**16))
 def test_units_give_the_single_unit_result(
     sc: Scenario, parallelism: int, schedule: str, seed: int
 ) -> None:
     single = run(sc)
     event("no late rows" if single.late == (0, 0) else "late rows at parallelism 1")
+    event(f"a: emit={sc.emit_a}")
     runner = sb.DirectRunner(parallelism=parallelism, schedule=schedule, seed=seed)
     assert_explained(sc, run(sc, runner), single)
 
