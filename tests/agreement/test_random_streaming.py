@@ -4,20 +4,24 @@ A case is one or two `TestStream`s (a few epochs each; rows out of order, some
 late, some with a `None` event time; a datetime or an integer time column) and
 a pipeline drawn over them, in one of four shapes:
 
-- one source: `with_watermark`, then a chain of transforms;
-- a `Union` of two independently watermarked sources (windowed alike or not
+- one source: `with_watermark` (maybe after a `Filter`), then a chain;
+- a `Union` of two independently watermarked sources (maybe windowed alike
   before it), then a chain;
 - a window `Join` of two independently watermarked sources (the same windows on
   both sides, joined on `window_start`/`window_end` and maybe a key), then a chain;
 - an interval `Join` of two independently watermarked sources, then a chain.
 
-The chain's steps are chosen among those valid where they are applied:
-`Filter`, `Select` (drop, rename, `sb.col(c) + d`, `.truncate(u)`), `Map(...,
-keeps=...)`, `tumble`, `hop`, `session` (with or without a key),
-`combine_per_key` (built-in aggregates and a user `sb.CombineFn`, keys including
-window columns), `sort`, a `Union` or window/interval `Join` with a filtered copy
-of itself, and another `with_watermark`. Some cases also collect `late_rows()`
-of a `WithWatermark`.
+The chain runs in phases (each may be skipped): a stateless step (`Filter`,
+`Select`: drop, rename, `sb.col(c) + d`, `.truncate(u)`; `Map(..., keeps=...)`),
+a window (`tumble`, `hop`, `session` with or without a key), a stateful step
+(`combine_per_key` with built-in aggregates and a user `sb.CombineFn`, keys
+including window columns; a `Union` or window/interval `Join` with a filtered
+copy of itself), and a tail (a stateless step, `sort` with or without a key, or
+`combine_per_key`). Every step is drawn valid where it is applied, including the
+Spark runner's documented rules (a Session's held `window_start` keys no state
+but a `CombinePerKey` right after the Session). Some cases also collect
+`late_rows()` of a `WithWatermark`. Shapes left out while their bug is open are
+marked `# known bug:` below, with how to re-enable them.
 
 The pipeline is drawn as Python source (`Case.code`), which is both what the
 test runs (executed in a fresh pipeline for each runner) and the reproducer
@@ -28,17 +32,20 @@ For each case the test checks that:
 
 - the Spark runner translates the pipeline (a refusal is a failure: the
   generator only draws pipelines the Spark runner documents as runnable), and
-  every column watermarked on every edge of its streaming translation has a
-  judge (`unjudged_columns`);
+  every column watermarked on every edge of its streaming translations has a
+  judge (`unjudged_columns`, the one function that reads the runner's internals);
 - `collect_by_epoch` gives the same multiset of rows in every epoch (and the
   final flush) on both runners, and after a final `sort` the same sequence of
   the sort column within each key;
 - `late_count` and `invalid_count` of every `WithWatermark` are the same.
 
-Budget: each Spark example runs one to three streaming queries (several
-seconds each). Under `CI=true` (the derandomized "ci" profile) the test runs
-`CI_EXAMPLES` examples; set `SPARKBEAM_MORE_EXAMPLES=<n>` (or `=1` for
-`MORE_EXAMPLES`) to run more, for instance while changing the Spark runner.
+Budget: a Spark example runs one to six streaming queries (one per output, and
+one per `WithWatermark` where two meet), several seconds each; examples where
+the direct runner emits nothing and drops nothing are skipped before Spark runs.
+Under `CI=true` (the derandomized "ci" profile) the test runs `CI_EXAMPLES`
+examples and reports a failure without shrinking it; elsewhere 12, shrunk. Set
+`SPARKBEAM_MORE_EXAMPLES=<n>` (`=1` for `MORE_EXAMPLES`) to run more, for
+instance after changing the Spark runner.
 
 The functions given to `Map`, `Filter` and `CombinePerKey` are made where
 Spark's workers can unpickle them by value: lambdas in the executed code, and
@@ -192,7 +199,7 @@ def streams(draw: st.DrawFn, kind: type) -> Stream:
     """Epoch `e`'s times lie around `8 e`, out of order: rows of earlier epochs come late."""
     with_none = draw(st.integers(0, 2)) == 0
     epochs = []
-    for epoch in range(draw(st.integers(2, 4))):
+    for epoch in range(draw(st.integers(2, 3))):
         base = 8 * epoch - 15
         seconds = st.integers(base - 14, base + 6)
         if kind is int:
