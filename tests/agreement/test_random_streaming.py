@@ -72,7 +72,7 @@ pytestmark = pytest.mark.spark
 
 Row = dict[str, Any]
 
-CI_EXAMPLES = 7
+CI_EXAMPLES = 5
 MORE_EXAMPLES = 40
 
 
