@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 import attrs
 
+from sparkbeam import paths
 from sparkbeam.errors import PipelineError
 from sparkbeam.graph import EdgeInfo, Labelled, Node, PrimitiveTransform, PTransform
 from sparkbeam.messages import Watermark
@@ -125,7 +126,9 @@ class Pipeline:
             if given.id >= len(self.nodes) or self.nodes[given.id] is not given:
                 raise PipelineError(f"{full_label}: its input {given.label} is of another pipeline")
         infos = [given.info for given in all_inputs]
-        info = transform.infer(infos, full_label)
+        # Files are asked of the runner's file system (`sparkbeam.paths`).
+        with paths.using(getattr(self.runner, "paths", None)):
+            info = transform.infer(infos, full_label)
         rule = transform.watermark_rule(infos, full_label)
         info = attrs.evolve(info, watermarked=rule.outputs([i.watermarked for i in infos]))
         node = Node(

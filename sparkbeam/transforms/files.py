@@ -28,6 +28,8 @@ import attrs
 from sparkbeam.derivation import WatermarkRule, passing
 from sparkbeam.errors import PipelineError
 from sparkbeam.graph import EdgeInfo, PrimitiveTransform
+from sparkbeam.paths import Paths, UnreachablePath, base_name, join, read_text
+from sparkbeam.paths import current as current_paths
 from sparkbeam.schema import Schema, type_name
 from sparkbeam.transforms.validation import single_input
 
@@ -40,42 +42,47 @@ def _check_format(format: str, label: str) -> None:
         raise PipelineError(f"{label}: format={format!r}; use one of {list(FORMATS)}")
 
 
-def data_files(path: str, label: str) -> list[str]:
-    """The files under `path` (a file, or a directory's visible files in name order).
+def data_files(path: str, label: str, paths: Paths | None = None) -> list[str]:
+    """The files under `path` (a file, or a directory's visible files in name order), asked
+    of `paths` (the applying runner's, `sparkbeam.paths.current()`, by default).
 
     A directory a Spark streaming file sink wrote (it has `_spark_metadata`)
     holds only the files its log committed: a micro-batch that was stopped
     or failed half-way may have left others, which Spark's readers skip too.
     """
-    if os.path.isfile(path):
-        return [path]
-    if not os.path.isdir(path):
-        raise PipelineError(f"{label}: no file or directory at {path!r}; check the path")
-    names = sorted(os.listdir(path))
-    committed = committed_files(os.path.join(path, SINK_LOG))
+    fs = paths or current_paths()
+    try:
+        found = fs.kind(path)
+        if found == "file":
+            return [path]
+        if found is None:
+            raise PipelineError(f"{label}: no file or directory at {path!r}; check the path")
+        entries = fs.list(path)
+        committed = committed_files(join(path, SINK_LOG), fs)
+    except UnreachablePath as exc:
+        raise PipelineError(f"{label}: cannot read {path!r}: {exc}") from None
     return [
-        os.path.join(path, name)
-        for name in names
-        if not name.startswith(("_", "."))
-        and os.path.isfile(os.path.join(path, name))
-        and (committed is None or name in committed)
+        join(path, name)
+        for name, is_file in entries
+        if is_file and not name.startswith(("_", ".")) and (committed is None or name in committed)
     ]
 
 
 SINK_LOG = "_spark_metadata"
 
 
-def committed_files(log: str) -> set[str] | None:
+def committed_files(log: str, paths: Paths | None = None) -> set[str] | None:
     """The names of the files a Spark file sink's log (`_spark_metadata`) holds; None if none.
 
     The log has one file per batch (`7`) and, every few batches, a compacted
     one holding all before it (`9.compact`); each is a version line (`v1`)
     and one JSON entry per file: `{"path": ..., "action": "add"|"delete"}`.
     """
-    if not os.path.isdir(log):
+    fs = paths or current_paths()
+    if fs.kind(log) != "directory":
         return None
     batches: dict[int, str] = {}
-    for name in os.listdir(log):
+    for name, _ in fs.list(log):
         stem = name.removesuffix(".compact")
         if stem.isdigit():
             batches[int(stem)] = name
@@ -83,28 +90,29 @@ def committed_files(log: str) -> set[str] | None:
     first = max(compacted, default=0)
     files: set[str] = set()
     for batch in sorted(b for b in batches if b >= first):
-        with open(os.path.join(log, batches[batch]), encoding="utf-8") as handle:
-            for line in handle.read().splitlines()[1:]:
-                if not line.strip():
-                    continue
-                entry = json.loads(line)
-                name = os.path.basename(urllib.parse.urlparse(entry["path"]).path)
-                if entry.get("action") == "delete":
-                    files.discard(name)
-                else:
-                    files.add(name)
+        for line in read_text(fs, join(log, batches[batch])).splitlines()[1:]:
+            if not line.strip():
+                continue
+            entry = json.loads(line)
+            name = base_name(urllib.parse.urlparse(entry["path"]).path)
+            if entry.get("action") == "delete":
+                files.discard(name)
+            else:
+                files.add(name)
     return files
 
 
-def parquet_schema(path: str, label: str) -> Schema:
-    """Our schema of one parquet file's footer."""
+def parquet_schema(path: str, label: str, paths: Paths | None = None) -> Schema:
+    """Our schema of one parquet file's footer (read through `paths`)."""
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError as exc:  # pragma: no cover - pyarrow comes with the spark extra
         raise PipelineError(f"{label}: reading parquet needs pyarrow: pip install pyarrow") from exc
     fields: list[tuple[str, type]] = []
-    for field in pq.read_schema(path):
+    with (paths or current_paths()).open_input(path) as handle:
+        footer = pq.read_schema(handle)
+    for field in footer:
         kind = field.type
         if pa.types.is_timestamp(kind):
             fields.append((field.name, _dt.datetime))
@@ -151,7 +159,7 @@ class ReadFiles(PrimitiveTransform):
         )
 
     def default_label(self) -> str:
-        return f"ReadFiles({os.path.basename(self.path.rstrip('/')) or self.path})"
+        return f"ReadFiles({base_name(self.path) or self.path})"
 
     def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
         if inputs:
@@ -205,14 +213,20 @@ class WriteFiles(PrimitiveTransform):
         self.__attrs_init__(os.fspath(path), format, mode)
 
     def default_label(self) -> str:
-        return f"WriteFiles({os.path.basename(self.path.rstrip('/')) or self.path})"
+        return f"WriteFiles({base_name(self.path) or self.path})"
 
     def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
         source = single_input(inputs, label)
         _check_format(self.format, label)
         if self.mode not in WRITE_MODES:
             raise PipelineError(f"{label}: mode={self.mode!r}; use one of {list(WRITE_MODES)}")
-        if self.mode == "error" and os.path.exists(self.path):
+        fs = current_paths()
+        try:
+            fs.check(self.path)
+            exists = self.mode == "error" and fs.kind(self.path) is not None
+        except UnreachablePath as exc:
+            raise PipelineError(f"{label}: cannot write {self.path!r}: {exc}") from None
+        if exists:
             raise PipelineError(
                 f"{label}: {self.path!r} exists and mode='error'; remove it or use mode='overwrite'"
             )

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import csv
 import datetime as _dt
+import io
 import json
-import os
-import shutil
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sparkbeam.graph import EdgeInfo, Node
+from sparkbeam.paths import DRIVER, Paths, join
 from sparkbeam.runners.direct.operator import Chunk, Message, Operator, Owner, SourceOperator
 from sparkbeam.runners.shared.files import read_file
 from sparkbeam.schema import Schema, columns_to_rows
@@ -25,7 +25,7 @@ class ReadFilesOperator(SourceOperator):
         transform = node.transform
         assert isinstance(transform, ReadFiles)
         self.transform = transform
-        self.files = data_files(transform.path, node.label)
+        self.files = data_files(transform.path, node.label, DRIVER)
         self.epoch_count = len(self.files) if transform.streaming else 1
 
     def epoch(self, epoch: int) -> Iterable[Chunk]:
@@ -45,30 +45,43 @@ def _text(value: Any) -> Any:
     return value
 
 
-def write_files(path: str, format: str, mode: str, schema: Schema, chunks: Sequence[Chunk]) -> None:
-    if os.path.exists(path) and mode == "overwrite":
-        shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
-    os.makedirs(path, exist_ok=True)
-    target = os.path.join(path, f"part-00000.{format}")
+def write_files(
+    path: str,
+    format: str,
+    mode: str,
+    schema: Schema,
+    chunks: Sequence[Chunk],
+    paths: Paths = DRIVER,
+) -> None:
+    """One file, `part-00000.<format>`, under the directory `path` (a local path or any URI
+    `paths` reaches), replacing what was there with `mode="overwrite"`."""
+    if mode == "overwrite":
+        paths.delete(path)
+    paths.mkdirs(path)
+    target = join(path, f"part-00000.{format}")
     if format == "parquet":
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
         from sparkbeam.arrow import to_arrow
 
         columns = {name: [v for chunk in chunks for v in chunk.columns[name]] for name in schema}
-        pq.write_table(to_arrow(columns, schema, path), target)
+        sink = pa.BufferOutputStream()
+        pq.write_table(to_arrow(columns, schema, path), sink)
+        paths.write_bytes(target, sink.getvalue().to_pybytes())
         return
     rows = [row for chunk in chunks for row in columns_to_rows(chunk.columns, schema)]
-    with open(target, "w", encoding="utf-8", newline="") as handle:
-        if format == "json":
-            for row in rows:
-                record = {name: _text(value) for name, value in row.items() if value is not None}
-                handle.write(json.dumps(record) + "\n")
-        else:
-            writer = csv.writer(handle)
-            writer.writerow(schema.names)
-            for row in rows:
-                writer.writerow(["" if v is None else _text(v) for v in row.values()])
+    handle = io.StringIO(newline="")
+    if format == "json":
+        for row in rows:
+            record = {name: _text(value) for name, value in row.items() if value is not None}
+            handle.write(json.dumps(record) + "\n")
+    else:
+        writer = csv.writer(handle)
+        writer.writerow(schema.names)
+        for row in rows:
+            writer.writerow(["" if v is None else _text(v) for v in row.values()])
+    paths.write_bytes(target, handle.getvalue().encode("utf-8"))
 
 
 class WriteFilesOperator(Operator):

@@ -1,5 +1,5 @@
 """Reading files on the driver: json lines and csv with the standard library, parquet with
-pyarrow (formats as in `transforms.files`).
+pyarrow (formats as in `transforms.files`), each file opened through a `sparkbeam.paths.Paths`.
 
 The direct runner reads every file this way; the Spark runner reads the files
 of the sources it replays epoch by epoch.
@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import csv
 import datetime as _dt
+import io
 import json
 from collections.abc import Iterator
 from typing import Any
 
 from sparkbeam.arrow import from_arrow
 from sparkbeam.errors import DataError
+from sparkbeam.paths import DRIVER, Paths
 from sparkbeam.schema import Columns, Row, Schema, rows_to_columns, type_name
 from sparkbeam.time import from_micros, to_micros
 from sparkbeam.transforms.files import parquet_schema
@@ -51,8 +53,12 @@ def _bad(path: str, where: str, column: str, value: Any, kind: type, label: str)
     )
 
 
-def read_json(path: str, schema: Schema, label: str) -> Iterator[Row]:
-    with open(path, encoding="utf-8") as lines:
+def _text(path: str, paths: Paths) -> io.TextIOWrapper:
+    return io.TextIOWrapper(paths.open_input(path), encoding="utf-8", newline="")
+
+
+def read_json(path: str, schema: Schema, label: str, paths: Paths = DRIVER) -> Iterator[Row]:
+    with _text(path, paths) as lines:
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
@@ -74,8 +80,8 @@ def read_json(path: str, schema: Schema, label: str) -> Iterator[Row]:
             yield row
 
 
-def read_csv(path: str, schema: Schema, label: str) -> Iterator[Row]:
-    with open(path, encoding="utf-8", newline="") as handle:
+def read_csv(path: str, schema: Schema, label: str, paths: Paths = DRIVER) -> Iterator[Row]:
+    with _text(path, paths) as handle:
         reader = csv.DictReader(handle)
         missing = [name for name in schema.names if name not in (reader.fieldnames or [])]
         if missing:
@@ -91,12 +97,11 @@ def read_csv(path: str, schema: Schema, label: str) -> Iterator[Row]:
             yield row
 
 
-def read_parquet(path: str, schema: Schema, label: str) -> Iterator[Columns]:
+def read_parquet(path: str, schema: Schema, label: str, paths: Paths = DRIVER) -> Iterator[Columns]:
     # Parquet needs pyarrow, an optional dependency: imported only when used.
     import pyarrow.parquet as pq
 
-
-    found = parquet_schema(path, label)
+    found = parquet_schema(path, label, paths)
     for name, kind in schema.fields:
         if name not in found or found.type_of(name) is not kind:
             has = type_name(found.type_of(name)) if name in found else "no such column"
@@ -106,19 +111,23 @@ def read_parquet(path: str, schema: Schema, label: str) -> Iterator[Columns]:
             )
     # Batch by batch: one chunk's worth of the file in memory at a time, and no
     # `pyarrow.dataset` (whose import pulls in pandas: a fifth of a second).
-    batches = pq.ParquetFile(path).iter_batches(ROWS_PER_CHUNK, columns=list(schema.names))
-    for batch in batches:
-        if batch.num_rows:
-            yield from_arrow(batch, schema)
+    with paths.open_input(path) as handle:
+        batches = pq.ParquetFile(handle).iter_batches(ROWS_PER_CHUNK, columns=list(schema.names))
+        for batch in batches:
+            if batch.num_rows:
+                yield from_arrow(batch, schema)
 
 
-def read_file(path: str, format: str, schema: Schema, label: str) -> Iterator[Columns]:
+def read_file(
+    path: str, format: str, schema: Schema, label: str, paths: Paths = DRIVER
+) -> Iterator[Columns]:
     """One file's rows as columns, in batches, checked against `schema` (`DataError` names
-    the file and the row)."""
+    the file and the row); read through `paths`."""
     if format == "parquet":
-        yield from read_parquet(path, schema, label)
+        yield from read_parquet(path, schema, label, paths)
         return
-    rows = read_json(path, schema, label) if format == "json" else read_csv(path, schema, label)
+    reader = read_json if format == "json" else read_csv
+    rows = reader(path, schema, label, paths)
     batch: list[Row] = []
     for row in rows:
         batch.append(row)

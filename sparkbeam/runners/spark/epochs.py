@@ -9,16 +9,17 @@ a sentinel row far in the future that moves every watermark past everything.
 from __future__ import annotations
 
 import datetime as _dt
-import os
 from collections.abc import Sequence
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sparkbeam.arrow import to_arrow
 from sparkbeam.graph import Node
+from sparkbeam.paths import Paths, join
 from sparkbeam.runners.shared.files import read_file
 from sparkbeam.runners.spark.arrow import spark_schema
 from sparkbeam.runners.spark.judges import FAR_FUTURE, FAR_FUTURE_INT
@@ -64,9 +65,13 @@ class EpochFeed:
     is the one stream filtered by its tag (one source, read once per batch).
     """
 
-    def __init__(self, directory: str, channels: Sequence[tuple[str, Schema, str]]) -> None:
+    def __init__(
+        self, directory: str, channels: Sequence[tuple[str, Schema, str]], paths: Paths
+    ) -> None:
         self.directory = directory
-        os.makedirs(directory, exist_ok=True)
+        """Any URI Spark reads (`SparkRunner(staging_location=...)`), or a local directory."""
+        self.paths = paths
+        paths.mkdirs(directory)
         self.files = 0
         self.channels = {
             name: Channel(i, name, schema, label)
@@ -100,29 +105,33 @@ class EpochFeed:
             for name, values in pending.items():
                 columns[channel.column(name)][-size:] = values
         table = to_arrow(columns, self.schema, "input")
-        final = os.path.join(self.directory, f"epoch-{self.files:06d}.parquet")
-        hidden = os.path.join(self.directory, f".epoch-{self.files:06d}.parquet.tmp")
-        pq.write_table(table, hidden)
-        os.replace(hidden, final)
+        buffer = pa.BufferOutputStream()
+        pq.write_table(table, buffer)
+        # Written under a hidden name and renamed: Spark's file source skips `.` names.
+        final = join(self.directory, f"epoch-{self.files:06d}.parquet")
+        self.paths.write_bytes(final, buffer.getvalue().to_pybytes())
         self.files += 1
 
 
-def _file_rows(path: str, transform: ReadFiles, node: Node) -> tuple[dict[str, Any], ...]:
+def _file_rows(
+    path: str, transform: ReadFiles, node: Node, paths: Paths
+) -> tuple[dict[str, Any], ...]:
     schema = node.info.schema
-    batches = read_file(path, transform.format, schema, node.label)
+    batches = read_file(path, transform.format, schema, node.label, paths)
     return tuple(row for columns in batches for row in columns_to_rows(columns, schema))
 
 
-def source_epochs(node: Node) -> tuple[tuple[dict[str, Any], ...], ...]:
+def source_epochs(node: Node, paths: Paths) -> tuple[tuple[dict[str, Any], ...], ...]:
     """A source's rows by epoch: a TestStream's, one for a Create, and for ReadFiles one per
-    file in name order (`streaming=True`, as the direct runner) or all files in one."""
+    file in name order (`streaming=True`, as the direct runner) or all files in one (read on
+    the driver through `paths`)."""
     transform = node.transform
     epochs: Sequence[Sequence[dict[str, Any]]]
     if isinstance(transform, TestStreamSource):
         epochs = transform.epochs
     elif isinstance(transform, ReadFiles):
-        paths = data_files(transform.path, node.label)
-        files = [_file_rows(path, transform, node) for path in paths]
+        found = data_files(transform.path, node.label, paths)
+        files = [_file_rows(path, transform, node, paths) for path in found]
         epochs = files if transform.streaming else [[row for rows in files for row in rows]]
     else:
         assert isinstance(transform, Create)
@@ -130,13 +139,13 @@ def source_epochs(node: Node) -> tuple[tuple[dict[str, Any], ...], ...]:
     return tuple(tuple(epoch) for epoch in epochs)
 
 
-def epoch_count(node: Node) -> int:
+def epoch_count(node: Node, paths: Paths) -> int:
     """How many epochs a replayed source has (`source_epochs`), without reading them."""
     transform = node.transform
     if isinstance(transform, TestStreamSource):
         return len(transform.epochs)
     if isinstance(transform, ReadFiles) and transform.streaming:
-        return len(data_files(transform.path, node.label))
+        return len(data_files(transform.path, node.label, paths))
     return 1
 
 

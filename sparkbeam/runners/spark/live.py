@@ -12,6 +12,7 @@ from pyspark.sql import DataFrame
 from sparkbeam.arrow import from_arrow
 from sparkbeam.graph import Node
 from sparkbeam.runners.spark.arrow import spark_schema
+from sparkbeam.runners.spark.paths import paths_of
 from sparkbeam.runners.spark.translate import (
     connector_frame,
     file_options,
@@ -32,8 +33,9 @@ def live_files(run: StreamingTranslation, node: Node) -> DataFrame:
     CSV columns are read in the header order of the first file there at the start."""
     transform = node.transform
     assert isinstance(transform, ReadFiles)
-    files = data_files(transform.path, node.label)
-    schema = files_schema(transform.format, files, node.info.schema, node.label)
+    paths = paths_of(run.spark)
+    files = data_files(transform.path, node.label, paths)
+    schema = files_schema(transform.format, files, node.info.schema, node.label, paths)
     reader = run.spark.readStream.format(transform.format)
     reader = reader.schema(spark_schema(schema, node.label))
     options = {**file_options(transform.format, write=False), "maxFilesPerTrigger": "1"}

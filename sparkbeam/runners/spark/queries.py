@@ -5,10 +5,8 @@ inputs, watermark alignment, the end-of-input flush).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
-import os
-import shutil
-import tempfile
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -18,12 +16,14 @@ from pyspark.sql import DataFrame, SparkSession
 
 from sparkbeam.arrow import from_arrow
 from sparkbeam.graph import Node
+from sparkbeam.paths import join
 from sparkbeam.runners.shared.alignment import AlignmentGraph
 from sparkbeam.runners.spark import limits
 from sparkbeam.runners.spark.epochs import Channel, epoch_count, is_live, is_replayed, put_sentinel
 from sparkbeam.runners.spark.judges import Judge
 from sparkbeam.runners.spark.live import Sink
 from sparkbeam.runners.spark.observed import LATEST
+from sparkbeam.runners.spark.paths import paths_of, require_staging, scratch_directory
 from sparkbeam.runners.spark.planning import ancestors, origins_meet, stateful_depth
 from sparkbeam.runners.spark.streaming import MAX_POLICY, StreamingTranslation
 from sparkbeam.schema import columns_to_rows
@@ -199,8 +199,10 @@ class StreamingRun:
         directory: str | None = None,
         live: bool = False,
         trigger: str | None = None,
+        staging: str | None = None,
     ) -> None:
         self.spark = spark
+        self.paths = paths_of(spark)
         self.trigger = trigger
         self.live_run = live
         """Whether `ReadFiles(streaming=True)` is Spark's own file source (a run with sinks)."""
@@ -210,31 +212,36 @@ class StreamingRun:
         self.live = bool(live_sources)
         self.keep = directory is not None and self.live
         """A replayed run always starts afresh: its checkpoint is temporary."""
-        self.directory = (
-            directory
-            if directory is not None and self.live
-            else tempfile.mkdtemp(prefix="sparkbeam-stream-")
-        )
-        self.resumed = self.keep and os.path.exists(os.path.join(self.directory, "checkpoint-0"))
-        """Whether the query goes on from the checkpoint of an earlier one."""
         if live_sources and sink is None:
             raise limits.COLLECT_LIVE.error(target.label, source=live_sources[0])
         if live_sources and replayed:
             raise limits.LIVE_AND_REPLAYED.error(
                 target.label, live=live_sources[0], replayed=replayed[0]
             )
+        if replayed:
+            require_staging(spark, staging, target.label, replayed[0])
+        self.directory = (
+            directory
+            if directory is not None and self.live
+            else scratch_directory(self.paths, staging, "sparkbeam-stream-")
+        )
+        """Epoch files and checkpoints: the sink's checkpoint directory, else a new directory
+        under the staging location (a local temporary one by default)."""
+        checkpoint = join(self.directory, "checkpoint-0")
+        self.resumed = self.keep and self.paths.kind(checkpoint) is not None
+        """Whether the query goes on from the checkpoint of an earlier one."""
         origins = [n for n in sorted(upstream) if isinstance(nodes[n].transform, WithWatermark)]
         staged = set(origins) if origins_meet(nodes, upstream) else set()
         if live_sources and staged:
             raise limits.LIVE_MERGE.error(target.label)
         needed = ancestors(nodes, target, stop=staged)
         final = StreamingTranslation(
-            spark, nodes, os.path.join(self.directory, "final"), needed, staged, live
+            spark, nodes, join(self.directory, "final"), needed, staged, live
         )
         self.stages: list[Stage] = []
         for origin in sorted(staged):
             node = nodes[origin]
-            directory = os.path.join(self.directory, f"stage-{origin}")
+            directory = join(self.directory, f"stage-{origin}")
             translation = StreamingTranslation(spark, nodes, directory, ancestors(nodes, node))
             self.stages.append(Stage(translation, node, final.channel(f"staged-{origin}")))
         if self.live:
@@ -268,7 +275,7 @@ class StreamingRun:
         group = set(self.alignment.drift).union(*self.alignment.peers.values())
         for origin in sorted(group - observed):
             node = nodes[origin]
-            directory = os.path.join(self.directory, f"shadow-{origin}")
+            directory = join(self.directory, f"shadow-{origin}")
             translation = StreamingTranslation(spark, nodes, directory, ancestors(nodes, node))
             self.stages.append(Stage(translation, node))
 
@@ -320,13 +327,15 @@ class StreamingRun:
         """Replayed sources: every epoch, the end-of-input flush, then stop. Live: start."""
         try:
             for index, stage in enumerate(self.stages):
-                stage.start(os.path.join(self.directory, f"checkpoint-{index}"), self.trigger)
+                stage.start(join(self.directory, f"checkpoint-{index}"), self.trigger)
             if self.live:
                 return
             # As many epochs as the pipeline's longest source, as on the direct runner, also
             # where that source is not one of this query's; more where sources are held back.
             nodes = self.final.translation.nodes
-            counts = {n.id: epoch_count(n) for n in nodes if is_replayed(n, self.live_run)}
+            counts = {
+                n.id: epoch_count(n, self.paths) for n in nodes if is_replayed(n, self.live_run)
+            }
             read = dict.fromkeys(counts, 0)
             held: set[int] = set()
             idle = IdleInputs(self.stages[:-1], self.final.translation)
@@ -356,7 +365,8 @@ class StreamingRun:
             if stage.query is not None:
                 stage.query.stop()
         if not self.keep:
-            shutil.rmtree(self.directory, ignore_errors=True)
+            with contextlib.suppress(Exception):  # a cleanup: the run's outcome is what counts
+                self.paths.delete(self.directory)
 
 
 class IdleInputs:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-import tempfile
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -14,6 +12,7 @@ from pyspark.sql import SparkSession
 from sparkbeam.arrow import from_arrow
 from sparkbeam.runners.spark.engine_errors import spark_errors
 from sparkbeam.runners.spark.limits import refuse_streaming_limits
+from sparkbeam.runners.spark.paths import SparkPaths, paths_of, scratch_directory
 from sparkbeam.runners.spark.results import SparkResult
 from sparkbeam.runners.spark.sessions import (
     active_session,
@@ -62,6 +61,7 @@ class SparkRunner:
         checkpoint_location: str | os.PathLike[str] | None = None,
         trigger: str | None = None,
         ship_package: bool = True,
+        staging_location: str | os.PathLike[str] | None = None,
     ) -> None:
         self._spark = spark
         self.started_session = False
@@ -80,6 +80,17 @@ class SparkRunner:
         self.ship_package = ship_package
         """Whether to add this sparkbeam to the session's Python workers (`shipping`); turn it
         off where the cluster's Python has sparkbeam installed."""
+        self.staging_location = (
+            None if staging_location is None else os.fspath(staging_location)
+        )
+        """Where the epoch files of replayed sources (`TestStream`, `Create`, `ReadFiles`
+        collected) and the temporary checkpoints of their queries go: any URI Spark reaches.
+        None: a local temporary directory, which only a local master can use (elsewhere
+        replayed sources are refused, asking for this)."""
+        self.paths = SparkPaths(lambda: self.spark)
+        """Every path the runner touches, and those `ReadFiles`/`WriteFiles` ask about when
+        applied (`sparkbeam.paths.current`): local ones on this machine, URIs through the
+        session's Hadoop file systems (`runners.spark.paths`)."""
 
     @property
     def spark(self) -> SparkSession:
@@ -105,12 +116,14 @@ class SparkRunner:
             spark = self.spark
             if not self.started_session:
                 warn_crowded_partitions(spark)
-            check = StreamingTranslation(self.spark, pipeline.nodes, tempfile.mkdtemp())
+            paths = paths_of(spark)
+            scratch = scratch_directory(paths, self.staging_location, "sparkbeam-check-")
+            check = StreamingTranslation(spark, pipeline.nodes, scratch)
             try:
                 check.run()  # refuses what Spark cannot do now, before any query runs
             finally:
-                shutil.rmtree(check.directory, ignore_errors=True)
-            result = SparkStreamingResult(pipeline, self.spark)
+                paths.delete(scratch)
+            result = SparkStreamingResult(pipeline, spark, self.staging_location)
             result.start_sinks(self.checkpoint_location, self.trigger)
             return result
         translation = Translation(self.spark, pipeline.nodes)

@@ -39,6 +39,7 @@ from sparkbeam.runners.spark.late_filter import (
 from sparkbeam.runners.spark.live import live_files
 from sparkbeam.runners.spark.merges import judged_sides, may_idle, require_separable_origins
 from sparkbeam.runners.spark.observed import observed
+from sparkbeam.runners.spark.paths import paths_of
 from sparkbeam.runners.spark.python_combine import combine_stream
 from sparkbeam.runners.spark.session_groups import session_groups
 from sparkbeam.runners.spark.session_windows import session_stream
@@ -145,7 +146,8 @@ class StreamingTranslation(Translation):
             if isinstance(node.transform, WithWatermark):
                 with_flag = node.info.schema.with_columns((SENTINEL, bool))
                 channels.append((f"sentinel-{node.id}", with_flag, node.label))
-        self.feed = EpochFeed(directory, channels)
+        self.paths = paths_of(spark)
+        self.feed = EpochFeed(directory, channels, self.paths)
         self.feed.open(spark)
         self.sources = self._channels("source")
         """The replayed sources' channels, by node id: what `Stage.feed` writes each epoch."""
@@ -163,7 +165,7 @@ class StreamingTranslation(Translation):
     def epochs_of(self, node_id: int) -> tuple[tuple[dict[str, Any], ...], ...]:
         """A source's rows by epoch, read once, when the query first needs them."""
         if node_id not in self._epochs:
-            self._epochs[node_id] = source_epochs(self.nodes[node_id])
+            self._epochs[node_id] = source_epochs(self.nodes[node_id], self.paths)
         return self._epochs[node_id]
 
     def _channels(self, kind: str) -> dict[int, Channel]:

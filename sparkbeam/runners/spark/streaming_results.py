@@ -5,9 +5,7 @@ collected PCollection, run when first asked for.
 from __future__ import annotations
 
 import concurrent.futures
-import os
 import re
-import shutil
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +14,7 @@ from pyspark.sql import SparkSession
 from sparkbeam.errors import PipelineError
 from sparkbeam.graph import Node
 from sparkbeam.metrics import TransformMetrics
+from sparkbeam.paths import join
 from sparkbeam.runners.spark.engine_errors import spark_errors
 from sparkbeam.runners.spark.judges import Judge
 from sparkbeam.runners.spark.live import sink_of
@@ -52,9 +51,13 @@ class SparkStreamingResult:
     (its data batch and no-data batch) emitted, then those of the flush.
     """
 
-    def __init__(self, pipeline: Pipeline, spark: SparkSession) -> None:
+    def __init__(
+        self, pipeline: Pipeline, spark: SparkSession, staging: str | None = None
+    ) -> None:
         self.pipeline = pipeline
         self.spark = spark
+        self.staging = staging
+        """Where runs over replayed sources keep their epoch files (`SparkRunner`)."""
         self.runs: dict[int, StreamingRun] = {}
         self.sinks: dict[int, StreamingRun] = {}
         """The production queries, one per sink (`WriteFiles`, `ForEachBatch`)."""
@@ -71,7 +74,7 @@ class SparkStreamingResult:
                     continue
                 directory = None
                 if checkpoint_location is not None:
-                    directory = os.path.join(checkpoint_location, _slug(node.label))
+                    directory = join(checkpoint_location, _slug(node.label))
                 run = StreamingRun(
                     self.spark,
                     self.pipeline.nodes,
@@ -80,6 +83,7 @@ class SparkStreamingResult:
                     directory=directory,
                     live=True,
                     trigger=trigger,
+                    staging=self.staging,
                 )
                 planned.append((node, run))
                 run.translate()
@@ -89,10 +93,10 @@ class SparkStreamingResult:
             raise
         for node, run in planned:
             transform = node.transform
-            if isinstance(transform, WriteFiles) and transform.mode == "overwrite":
-                fresh = not run.resumed and os.path.exists(transform.path)
-                if fresh:  # a query resumed from its checkpoint appends instead
-                    shutil.rmtree(transform.path)
+            # A query resumed from its checkpoint appends instead.
+            fresh = not run.resumed
+            if isinstance(transform, WriteFiles) and transform.mode == "overwrite" and fresh:
+                run.paths.delete(transform.path)
             with spark_errors():
                 run.execute()
             self.sinks[node.id] = run
@@ -126,7 +130,7 @@ class SparkStreamingResult:
     def _run_node(self, node: Node) -> StreamingRun:
         run = self.runs.get(node.id)
         if run is None:
-            run = StreamingRun(self.spark, self.pipeline.nodes, node)
+            run = StreamingRun(self.spark, self.pipeline.nodes, node, staging=self.staging)
             run.translate()
             with spark_errors():
                 run.execute()

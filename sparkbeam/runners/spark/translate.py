@@ -24,6 +24,7 @@ from __future__ import annotations
 import csv
 import datetime as _dt
 import functools
+import io
 from collections.abc import Callable, Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -33,8 +34,10 @@ from sparkbeam.arrow import to_arrow
 from sparkbeam.derivation import Add
 from sparkbeam.errors import DataError, PipelineError
 from sparkbeam.graph import Node
+from sparkbeam.paths import Paths
 from sparkbeam.runners.spark import limits
 from sparkbeam.runners.spark.arrow import require_spark_types, spark_schema
+from sparkbeam.runners.spark.paths import paths_of
 from sparkbeam.runners.spark.python_functions import (
     DATA_ERROR_MARK,
     combine_groups,
@@ -140,20 +143,23 @@ def read_files(translation: Translation, node: Node, inputs: Sequence[DataFrame]
     transform = node.transform
     assert isinstance(transform, ReadFiles)
     schema = node.info.schema
-    files = data_files(transform.path, node.label)  # PipelineError if the path went away
-    file_schema = files_schema(transform.format, files, schema, node.label)
+    paths = paths_of(translation.spark)
+    files = data_files(transform.path, node.label, paths)  # PipelineError if it went away
+    file_schema = files_schema(transform.format, files, schema, node.label, paths)
     reader = translation.spark.read.format(transform.format)
     reader = reader.schema(spark_schema(file_schema, node.label))
     frame = reader.options(**file_options(transform.format, write=False)).load(transform.path)
     return frame.select(*schema.names)
 
 
-def files_schema(format: str, files: Sequence[str], schema: Schema, label: str) -> Schema:
+def files_schema(
+    format: str, files: Sequence[str], schema: Schema, label: str, paths: Paths
+) -> Schema:
     """The schema Spark reads the files with: for CSV, whose columns Spark matches by
     position, the first file's header order (every column by name)."""
     if format != "csv" or not files:
         return schema
-    with open(files[0], encoding="utf-8", newline="") as handle:
+    with io.TextIOWrapper(paths.open_input(files[0]), encoding="utf-8", newline="") as handle:
         header = next(csv.reader(handle), [])
     missing = [name for name in schema.names if name not in header]
     if missing:
