@@ -10,9 +10,9 @@ again with the same paths, it goes on where it stopped.
         --input /mnt/shared/orders --output /mnt/shared/revenue \\
         --checkpoint /mnt/shared/checkpoints/revenue
 
-Paths are local paths every machine of the cluster sees (a shared mount):
-object-store and HDFS URIs need the runner to reach every path through
-Spark, which is not done yet (issue 13).
+Paths are any URI Spark reads (`hdfs://`, `s3a://`, `abfss://`, `gs://`, with
+the connector on Spark's classpath), or local paths every machine of the
+cluster sees (a shared mount): the runner asks Spark's Hadoop file systems.
 
 `spark-submit` brings the session (master, memory, packages); the job takes
 it with `getOrCreate()` and hands it to the runner, which ships sparkbeam to
