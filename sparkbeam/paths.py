@@ -89,9 +89,11 @@ class Paths(Protocol):
     def open_input(self, uri: str) -> IO[bytes]:
         """A file opened for reading: seekable, so that parquet readers can use it."""
 
-    def write_bytes(self, uri: str, data: bytes) -> None:
+    def write_bytes(self, uri: str, data: bytes, staged: str | None = None) -> None:
         """Write a whole file so that readers see it whole or not at all where the file
-        system can (written under a hidden name, then renamed)."""
+        system can: written at `staged` (by default a hidden name next to it), then renamed.
+        Where something lists the directory as it is written (Spark's file source), give a
+        `staged` outside it."""
 
     def delete(self, uri: str) -> None:
         """Delete a file or a directory and everything under it; nothing there is fine."""
@@ -225,10 +227,10 @@ class DriverPaths:
         handle: IO[bytes] = system.open_input_file(path)
         return handle
 
-    def write_bytes(self, uri: str, data: bytes) -> None:
+    def write_bytes(self, uri: str, data: bytes, staged: str | None = None) -> None:
         if is_local(uri):
             target = local_path(uri)
-            hidden = hidden_name(target)
+            hidden = local_path(staged) if staged is not None else hidden_name(target)
             with open(hidden, "wb") as handle:
                 handle.write(data)
             os.replace(hidden, target)

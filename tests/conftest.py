@@ -38,15 +38,30 @@ SPARK_CONF = {
 }
 
 
+LAKE = "viewfs://lake/data"
+"""A URI no `os.path` resolves: Hadoop's `viewfs://` mount table `lake`, whose `/data` is a
+local directory (`lake_directory`), set on the test session; it needs no server."""
+
+
 @pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    """One SparkSession for the whole test run (`local[2]`, few partitions, no UI)."""
+def lake_directory(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The local directory behind `LAKE` (`viewfs://lake/data`)."""
+    return tmp_path_factory.mktemp("lake")
+
+
+@pytest.fixture(scope="session")
+def spark(lake_directory: Any) -> Iterator[Any]:
+    """One SparkSession for the whole test run (`local[2]`, few partitions, no UI), with the
+    `viewfs://lake/data` mount table (`LAKE`)."""
     from pyspark.sql import SparkSession
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
     builder = SparkSession.builder.appName("sparkbeam-tests")
     for key, value in SPARK_CONF.items():
         builder = builder.config(key, value)
+    builder = builder.config(
+        "spark.hadoop.fs.viewfs.mounttable.lake.link./data", lake_directory.as_uri()
+    )
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     yield session

@@ -71,7 +71,11 @@ class EpochFeed:
         self.directory = directory
         """Any URI Spark reads (`SparkRunner(staging_location=...)`), or a local directory."""
         self.paths = paths
+        self.incoming = directory.rstrip("/") + ".incoming"
+        """Where each epoch's file is written before it is renamed into `directory`: outside
+        it, since Spark's file source lists (and looks at) every file there, hidden or not."""
         paths.mkdirs(directory)
+        paths.mkdirs(self.incoming)
         self.files = 0
         self.channels = {
             name: Channel(i, name, schema, label)
@@ -107,9 +111,9 @@ class EpochFeed:
         table = to_arrow(columns, self.schema, "input")
         buffer = pa.BufferOutputStream()
         pq.write_table(table, buffer)
-        # Written under a hidden name and renamed: Spark's file source skips `.` names.
-        final = join(self.directory, f"epoch-{self.files:06d}.parquet")
-        self.paths.write_bytes(final, buffer.getvalue().to_pybytes())
+        name = f"epoch-{self.files:06d}.parquet"
+        staged = join(self.incoming, name)
+        self.paths.write_bytes(join(self.directory, name), buffer.getvalue().to_pybytes(), staged)
         self.files += 1
 
 

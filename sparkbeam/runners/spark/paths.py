@@ -92,9 +92,10 @@ class HadoopPaths:
         size = fs.getFileStatus(path).getLen()
         return io.BufferedReader(_HadoopInput(fs.open(path), size), buffer_size=1 << 20)
 
-    def write_bytes(self, uri: str, data: bytes) -> None:
+    def write_bytes(self, uri: str, data: bytes, staged: str | None = None) -> None:
         fs, path = self._fs(uri)
-        hidden = self.jvm.org.apache.hadoop.fs.Path(hidden_name(uri))
+        staged = staged if staged is not None else hidden_name(uri)
+        hidden = self.jvm.org.apache.hadoop.fs.Path(staged)
         out = fs.create(hidden, True)
         try:
             out.write(bytearray(data))
@@ -104,7 +105,7 @@ class HadoopPaths:
             fs.delete(path, False)
         if not fs.rename(hidden, path):
             fs.delete(hidden, False)
-            raise OSError(f"could not rename {hidden_name(uri)!r} to {uri!r}")
+            raise OSError(f"could not rename {staged!r} to {uri!r}")
 
     def delete(self, uri: str) -> None:
         fs, path = self._fs(uri)
@@ -191,8 +192,8 @@ class SparkPaths:
     def open_input(self, uri: str) -> IO[bytes]:
         return self._for(uri).open_input(uri)
 
-    def write_bytes(self, uri: str, data: bytes) -> None:
-        self._for(uri).write_bytes(uri, data)
+    def write_bytes(self, uri: str, data: bytes, staged: str | None = None) -> None:
+        self._for(uri).write_bytes(uri, data, staged)
 
     def delete(self, uri: str) -> None:
         self._for(uri).delete(uri)

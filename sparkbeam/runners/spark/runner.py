@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import SparkSession
 
 from sparkbeam.arrow import from_arrow
+from sparkbeam.paths import join
 from sparkbeam.runners.spark.engine_errors import spark_errors
 from sparkbeam.runners.spark.limits import refuse_streaming_limits
 from sparkbeam.runners.spark.paths import SparkPaths, paths_of, scratch_directory
@@ -118,7 +119,7 @@ class SparkRunner:
                 warn_crowded_partitions(spark)
             paths = paths_of(spark)
             scratch = scratch_directory(paths, self.staging_location, "sparkbeam-check-")
-            check = StreamingTranslation(spark, pipeline.nodes, scratch)
+            check = StreamingTranslation(spark, pipeline.nodes, join(scratch, "feed"))
             try:
                 check.run()  # refuses what Spark cannot do now, before any query runs
             finally:
