@@ -200,6 +200,8 @@ def rows_to_columns(rows: Sequence[Mapping[str, Any]], schema: Schema, where: st
             _check_values(values, rows, name, kind, where)
         if kind is _dt.datetime:
             values = _datetimes_to_micros(values)
+        elif kind is int:
+            _check_int64(values, rows, name, where)
         elif kind is float:
             values = [None if value is None else float(value) for value in values]
         columns[name] = values
@@ -217,6 +219,50 @@ def _check_values(
                 f"has {value!r} ({type(value).__name__}); convert the value or fix the schema",
                 rows[index],
             )
+
+
+INT64_MIN: Final = -(2**63)
+INT64_MAX: Final = 2**63 - 1
+
+
+def _check_int64(
+    values: list[Any], rows: Sequence[Mapping[str, Any]], name: str, where: str
+) -> None:
+    """`DataError` for a value outside 64 bits (Spark's `long`, SPEC section 3)."""
+    present = [value for value in values if value is not None] if None in values else values
+    if not present or (min(present) >= INT64_MIN and max(present) <= INT64_MAX):
+        return
+    for index, value in enumerate(values):
+        if value is not None and not INT64_MIN <= value <= INT64_MAX:
+            raise DataError(int64_message(where, name, value, rows[index]), rows[index])
+
+
+def int64_message(where: str, name: str, value: int, row: object) -> str:
+    return (
+        f"{where}: column {name!r} holds {value} in row {row!r}, outside the 64-bit "
+        f"integers ({INT64_MIN} to {INT64_MAX}) both runners hold; use a float or str "
+        "column for larger numbers"
+    )
+
+
+NAN: Final = float("nan")
+"""The one NaN grouping operators key by: `hash(nan)` is by identity and `nan != nan`,
+so a dict finds a NaN key only as this very object."""
+
+
+def one_nan(values: list[Any]) -> list[Any]:
+    """`values` with every NaN replaced by `NAN` (SPEC section 3: NaN equals NaN for
+    grouping and joining, as in Spark); the same list when it holds no NaN."""
+    if all(value == value for value in values):
+        return values
+    return [NAN if value != value else value for value in values]
+
+
+def one_nan_in(columns: Columns, names: Sequence[str]) -> Columns:
+    """`columns` with `one_nan` applied to the named (float key) columns."""
+    if not names:
+        return columns
+    return {**columns, **{name: one_nan(columns[name]) for name in names}}
 
 
 def _datetimes_to_micros(values: list[Any]) -> list[Any]:
@@ -263,6 +309,12 @@ def to_internal_value(value: Any, kind: type, where: str) -> Any:
         )
     if kind is _dt.datetime:
         return to_micros(value)
+    if kind is int and not INT64_MIN <= value <= INT64_MAX:
+        raise DataError(
+            f"{where}: {value} is outside the 64-bit integers ({INT64_MIN} to {INT64_MAX}) "
+            "both runners hold; return a float or str for larger numbers",
+            value,
+        )
     return float(value) if kind is float else value
 
 

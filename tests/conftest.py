@@ -73,7 +73,7 @@ def spark_runner(spark: Any) -> Any:
     return sb.SparkRunner(spark=spark)
 
 
-@pytest.fixture(params=["direct", "spark"])
+@pytest.fixture(params=["direct", pytest.param("spark", marks=pytest.mark.spark)])
 def runner(request: pytest.FixtureRequest) -> Any:
     """Each runner in turn, for tests over bounded input that both must pass alike."""
     if request.param == "spark":

@@ -22,11 +22,10 @@ from sparkbeam.graph import EdgeInfo, Node
 from sparkbeam.messages import Watermark
 from sparkbeam.runners.direct.operator import Chunk, Message, Operator, Owner
 from sparkbeam.runners.shared.accumulators import accumulators_for
+from sparkbeam.schema import one_nan_in
 from sparkbeam.transforms.combine import CombinePerKey
 
 Key = Hashable
-
-
 
 
 class CombineOperator(Operator):
@@ -38,6 +37,7 @@ class CombineOperator(Operator):
         self.keys = transform.keys
         self.names = [name for name, _ in transform.aggregates]
         schema = inputs[0].schema
+        self.float_keys = [key for key in self.keys if schema.type_of(key) is float]
         out = node.info.schema
         self.tables = [
             accumulators_for(aggregate, schema, out.type_of(name), f"{node.label} {name}")
@@ -60,7 +60,8 @@ class CombineOperator(Operator):
 
     def _keys(self, chunk: Chunk) -> Iterable[Key]:
         """Each row's key, as an iterator: a tuple made and looked up at once is cheap."""
-        key_columns = [chunk.columns[k] for k in self.keys]
+        columns = one_nan_in(chunk.columns, self.float_keys)
+        key_columns = [columns[k] for k in self.keys]
         if len(key_columns) == 1:
             return key_columns[0]
         if key_columns:

@@ -41,6 +41,7 @@ from sparkbeam.runners.direct.operator import (
     lowest_of,
 )
 from sparkbeam.runners.direct.union import WatermarkMerger
+from sparkbeam.schema import one_nan_in
 from sparkbeam.transforms.join import Join
 from sparkbeam.transforms.late import LATE, LATE_WATERMARK
 
@@ -67,6 +68,10 @@ class JoinOperator(Operator):
         self.names = (list(left.schema.names), list(right.schema.names))
         self.key_positions = tuple(
             [names.index(key) for key in transform.on] for names in self.names
+        )
+        self.float_keys = tuple(
+            [key for key in transform.on if side.schema.type_of(key) is float]
+            for side in (left, right)
         )
         self.keep_unmatched = (
             transform.how in ("left", "full"),
@@ -106,7 +111,8 @@ class JoinOperator(Operator):
         out_rows: list[list[Any]] = []
         marks = self._late_marks(port)
         late_rows: list[list[Any]] = []
-        for row in zip(*(chunk.columns[name] for name in names), strict=True):
+        columns = one_nan_in(chunk.columns, self.float_keys[port])
+        for row in zip(*(columns[name] for name in names), strict=True):
             key = tuple(row[i] for i in positions)
             if marks:
                 below = _below(key, marks)

@@ -9,6 +9,7 @@ from sparkbeam.graph import EdgeInfo, Node
 from sparkbeam.messages import Watermark
 from sparkbeam.runners.direct.operator import Chunk, Message, Operator, Owner
 from sparkbeam.runners.direct.windows import require_times
+from sparkbeam.schema import one_nan_in
 from sparkbeam.transforms.windows import WINDOW_END, WINDOW_START, Session
 
 
@@ -40,13 +41,15 @@ class SessionOperator(Operator):
         self.names = list(inputs[0].schema.names)
         self.time_position = self.names.index(transform.column)
         self.key_positions = [self.names.index(key) for key in transform.keys]
+        self.float_keys = [key for key in transform.keys if inputs[0].schema.type_of(key) is float]
         self.sessions: dict[Hashable, list[OpenSession]] = {}
         self.held = 0
 
     def on_chunk(self, port: int, chunk: Chunk) -> list[Message]:
         require_times(self, chunk, self.transform.column)
         gap, position, keys = self.gap, self.time_position, self.key_positions
-        for row in zip(*(chunk.columns[name] for name in self.names), strict=True):
+        columns = one_nan_in(chunk.columns, self.float_keys)
+        for row in zip(*(columns[name] for name in self.names), strict=True):
             t = row[position]
             key = tuple(row[i] for i in keys)
             sessions = self.sessions.setdefault(key, [])

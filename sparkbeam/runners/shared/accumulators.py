@@ -15,7 +15,15 @@ from collections.abc import Sequence
 from itertools import compress
 from typing import Any
 
-from sparkbeam.schema import Columns, Schema, columns_to_rows, to_internal_value
+from sparkbeam.errors import DataError
+from sparkbeam.schema import (
+    INT64_MAX,
+    INT64_MIN,
+    Columns,
+    Schema,
+    columns_to_rows,
+    to_internal_value,
+)
 from sparkbeam.transforms.combine import Count, Max, Mean, Min, Sum
 
 
@@ -87,11 +95,29 @@ class CountValues(CountRows):
 
 
 class SumValues(Accumulators):
-    """A group's sum is its first value, then `+` each next one, in arrival order."""
+    """A group's sum is its first value, then `+` each next one, in arrival order.
 
-    def __init__(self, column: str) -> None:
+    With `where` (a `Sum` of its own, not a `Mean`'s), an integer sum outside 64 bits is
+    a `DataError` naming it (SPEC section 3: Spark's `long` with ANSI on). Python sums
+    exactly, so it is the group's total that is checked: a sum whose running total leaves
+    the range and comes back is fine here, where Spark may stop at it (that depends on
+    the order Spark adds rows in, which no model can pin).
+    """
+
+    def __init__(self, column: str, where: str | None = None) -> None:
         super().__init__()
         self.column = column
+        self.where = where
+
+    def pop(self, slot: int) -> Any:
+        value = super().pop(slot)
+        if self.where is not None and type(value) is int and not INT64_MIN <= value <= INT64_MAX:
+            raise DataError(
+                f"{self.where}: the sum {value} is outside the 64-bit integers "
+                f"({INT64_MIN} to {INT64_MAX}) both runners hold; sum a float column "
+                "(convert the values in a Map) for totals that large"
+            )
+        return value
 
     def add(self, slots: Sequence[int], columns: Columns) -> None:
         sums = self.values
@@ -131,6 +157,9 @@ class MeanValues(Accumulators):
 
 
 class MinValues(Accumulators):
+    """The least value; NaN is larger than every other value (Spark's rule), so the
+    minimum is NaN only when every value is (`current != current` is NaN)."""
+
     def __init__(self, column: str) -> None:
         super().__init__()
         self.column = column
@@ -139,16 +168,18 @@ class MinValues(Accumulators):
         best = self.values
         for slot, value in zip(*_present(slots, columns[self.column]), strict=True):
             current = best[slot]
-            if current is None or value < current:
+            if current is None or value < current or current != current:
                 best[slot] = value
 
 
 class MaxValues(MinValues):
+    """The greatest value; a NaN among them is the maximum (Spark's rule)."""
+
     def add(self, slots: Sequence[int], columns: Columns) -> None:
         best = self.values
         for slot, value in zip(*_present(slots, columns[self.column]), strict=True):
             current = best[slot]
-            if current is None or value > current:
+            if current is None or value > current or value != value:
                 best[slot] = value
 
 
@@ -194,7 +225,7 @@ def accumulators_for(
     if isinstance(aggregate, Count):
         return CountRows() if aggregate.column is None else CountValues(aggregate.column)
     if isinstance(aggregate, Sum):
-        return SumValues(aggregate.column)
+        return SumValues(aggregate.column, where)
     if isinstance(aggregate, Mean):
         return MeanValues(aggregate.column)
     if isinstance(aggregate, Min):

@@ -12,7 +12,11 @@ import re
 from collections.abc import Iterator, Sequence
 
 from sparkbeam.errors import DataError, PipelineError
+from sparkbeam.graph import Node
 from sparkbeam.runners.spark.python_functions import DATA_ERROR_MARK
+from sparkbeam.schema import INT64_MAX, INT64_MIN
+from sparkbeam.transforms.combine import CombinePerKey, Sum
+from sparkbeam.transforms.files import ReadFiles
 
 _DATA_ERROR = re.compile(re.escape(DATA_ERROR_MARK) + r"(.*?)(?:\s*SQLSTATE: \w+)?\s*$", re.M)
 
@@ -66,10 +70,38 @@ def _missing_module_advice(module: str, labels: Sequence[str]) -> str:
     )
 
 
+def _integer_sums(nodes: Sequence[Node]) -> list[str]:
+    """`label name` of every `Sum` over an integer column: where Spark's ANSI sum overflows."""
+    out = []
+    for node in nodes:
+        transform = node.transform
+        if isinstance(transform, CombinePerKey) and node.inputs:
+            schema = nodes[node.inputs[0]].info.schema
+            out += [
+                f"{node.label} {name}"
+                for name, aggregate in transform.aggregates
+                if isinstance(aggregate, Sum) and schema.type_of(aggregate.column) is int
+            ]
+    return out
+
+
+def _overflow(nodes: Sequence[Node]) -> DataError:
+    """Spark's own advice (turn ANSI off) would make sums wrap silently: not repeated."""
+    sums = _integer_sums(nodes)
+    where = " or ".join(sums) if sums else "an integer computation"
+    return DataError(
+        f"{where}: a sum left the 64-bit integers ({INT64_MIN} to {INT64_MAX}) both runners "
+        "hold; sum a float column (convert the values in a Map) for totals that large "
+        "(Spark: ARITHMETIC_OVERFLOW)"
+    )
+
+
 @contextlib.contextmanager
-def spark_errors(labels: Sequence[str] = ()) -> Iterator[None]:
+def spark_errors(nodes: Sequence[Node] = ()) -> Iterator[None]:
     """Errors of a Spark job as sparkbeam's: a `DataError` raised in a Python worker, and
-    the engine's errors about files and functions, named by `labels` (the sources)."""
+    the engine's errors about files, functions and integer overflow, named by the
+    transforms of `nodes` they concern (the `ReadFiles`, the integer `Sum`s)."""
+    labels = [node.label for node in nodes if isinstance(node.transform, ReadFiles)]
     try:
         yield
     except DataError:
@@ -81,6 +113,8 @@ def spark_errors(labels: Sequence[str] = ()) -> Iterator[None]:
             # appears unevaluated: only a message with its row in it was raised.
             if "to_json(struct(" not in match.group(1):
                 raise DataError(match.group(1).strip()) from None
+        if "ARITHMETIC_OVERFLOW" in text:
+            raise _overflow(nodes) from None
         missing = _MISSING_MODULE.search(text)
         if missing:
             raise PipelineError(_missing_module_advice(missing.group(1), labels)) from None

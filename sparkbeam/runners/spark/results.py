@@ -18,7 +18,6 @@ from sparkbeam.runners.spark.engine_errors import spark_errors
 from sparkbeam.runners.spark.translate import Translation
 from sparkbeam.schema import Row, columns_to_rows
 from sparkbeam.time import ONE_MICROSECOND, from_micros
-from sparkbeam.transforms.files import ReadFiles
 from sparkbeam.transforms.join import Join
 from sparkbeam.transforms.late import DroppedRows
 from sparkbeam.transforms.union import Union
@@ -45,12 +44,9 @@ class SparkResult:
     def collect(self, pcoll: PCollection) -> list[Row]:
         """Every row of `pcoll`, as the same Python values the direct runner gives."""
         schema = pcoll.schema
-        with spark_errors(self._sources()):
+        with spark_errors(self.pipeline.nodes):
             table = self.to_dataframe(pcoll).toArrow()
         return columns_to_rows(from_arrow(table, schema), schema)
-
-    def _sources(self) -> list[str]:
-        return [n.label for n in self.pipeline.nodes if isinstance(n.transform, ReadFiles)]
 
     def explain(self, pcoll: PCollection, mode: str = "formatted") -> str:
         """Spark's plan for `pcoll`."""
@@ -79,7 +75,7 @@ class SparkResult:
     def invalid_count(self, pcoll: PCollection) -> int:
         """Rows dropped by that `WithWatermark` because their event time was `None`."""
         node = self._watermark_node(pcoll)
-        with spark_errors():
+        with spark_errors(self.pipeline.nodes):
             return int(self.translation.invalid[node.id].count())
 
     def metrics(self) -> dict[str, TransformMetrics]:
@@ -99,7 +95,7 @@ class SparkResult:
     def _measure(self) -> dict[str, TransformMetrics]:
         nodes = self.pipeline.nodes
         frames = self.translation.frames
-        with spark_errors(self._sources()):
+        with spark_errors(self.pipeline.nodes):
             rows = [int(frames[node.id].count()) for node in nodes]
             out: dict[str, TransformMetrics] = {}
             for node in nodes:

@@ -133,7 +133,7 @@ class SparkRunner:
             transform = node.transform
             if isinstance(transform, ForEachBatch):
                 schema = node.info.schema
-                with spark_errors():
+                with spark_errors(pipeline.nodes):
                     table = frame.toArrow()
                 rows = columns_to_rows(from_arrow(table, schema), schema)
                 if rows:
@@ -143,6 +143,6 @@ class SparkRunner:
             writer = frame.write.mode("overwrite" if transform.mode == "overwrite" else "error")
             writer = writer.format(transform.format)
             writer = writer.options(**file_options(transform.format, write=True))
-            with spark_errors():
+            with spark_errors(pipeline.nodes):
                 writer.save(transform.path)
         return SparkResult(pipeline, translation)

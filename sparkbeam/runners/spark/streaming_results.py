@@ -97,7 +97,7 @@ class SparkStreamingResult:
             fresh = not run.resumed
             if isinstance(transform, WriteFiles) and transform.mode == "overwrite" and fresh:
                 run.paths.delete(transform.path)
-            with spark_errors():
+            with spark_errors(self.pipeline.nodes):
                 run.execute()
             self.sinks[node.id] = run
 
@@ -108,13 +108,13 @@ class SparkStreamingResult:
 
     def process_all_available(self) -> None:
         """Block until the live queries have processed every row available now (tests)."""
-        with spark_errors():
+        with spark_errors(self.pipeline.nodes):
             for query in self.queries:
                 query.processAllAvailable()
 
     def await_termination(self, timeout: float | None = None) -> bool:
         """Wait for the live queries to end (all of them, within `timeout` seconds each)."""
-        with spark_errors():
+        with spark_errors(self.pipeline.nodes):
             return all(query.awaitTermination(timeout) is not False for query in self.queries)
 
     def stop(self) -> None:
@@ -132,7 +132,7 @@ class SparkStreamingResult:
         if run is None:
             run = StreamingRun(self.spark, self.pipeline.nodes, node, staging=self.staging)
             run.translate()
-            with spark_errors():
+            with spark_errors(self.pipeline.nodes):
                 run.execute()
             self.runs[node.id] = run
         return run

@@ -1,0 +1,162 @@
+"""Edge values, the same on both runners (SPEC section 3: Spark's rules).
+
+NaN equals NaN for grouping and joining and is larger than every other value
+in `Min` and `Max`; integers are 64-bit signed (a value outside is a
+`DataError`, a `Sum` that overflows is a `DataError` naming the transform).
+Each rule by example, on the direct runner and on Spark (batch, and
+streaming where the rule has a streaming path of its own).
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+import sparkbeam as sb
+
+T0 = datetime(2026, 4, 1, 10, 0)
+NAN = float("nan")
+INT64_MAX = 2**63 - 1
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal, NaN equal to NaN."""
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return bool(a == b)
+
+
+def run_combine(runner: Any, rows: list[dict[str, Any]], keys: Any, **aggregates: Any) -> list:
+    p = sb.Pipeline(runner=runner)
+    out = p | sb.Create(rows, schema={"k": str, "x": float}) | sb.CombinePerKey(keys, **aggregates)
+    return p.run().collect(out)
+
+
+@pytest.mark.parametrize("values", [[NAN, 5.0], [5.0, NAN], [NAN, NAN, -1.0], [1.0, NAN, 7.0]])
+def test_nan_is_larger_than_every_other_value_in_min_and_max(runner: Any, values: list) -> None:
+    rows = [{"k": "a", "x": x} for x in values]
+    [out] = run_combine(runner, rows, "k", lo=sb.Min("x"), hi=sb.Max("x"))
+    assert same(out["lo"], min(v for v in values if not math.isnan(v)))
+    assert math.isnan(out["hi"])
+
+
+def test_min_and_max_of_only_nans_are_nan(runner: Any) -> None:
+    [out] = run_combine(
+        runner, [{"k": "a", "x": NAN}, {"k": "a", "x": NAN}], "k", lo=sb.Min("x"), hi=sb.Max("x")
+    )
+    assert math.isnan(out["lo"]) and math.isnan(out["hi"])
+
+
+def test_nan_keys_form_one_group(runner: Any) -> None:
+    rows = [{"k": "a", "x": NAN}, {"k": "a", "x": float("nan")}, {"k": "a", "x": 1.0}]
+    out = run_combine(runner, rows, "x", n=sb.Count())
+    assert sorted(row["n"] for row in out) == [1, 2]
+    [nan_group] = [row for row in out if math.isnan(row["x"])]
+    assert nan_group["n"] == 2
+
+
+def test_nan_keys_form_one_group_with_other_keys(runner: Any) -> None:
+    rows = [{"k": "a", "x": NAN}, {"k": "a", "x": -NAN}, {"k": "b", "x": NAN}]
+    out = run_combine(runner, rows, ["k", "x"], n=sb.Count())
+    assert sorted((row["k"], row["n"]) for row in out) == [("a", 2), ("b", 1)]
+
+
+def test_nan_keys_join(runner: Any) -> None:
+    p = sb.Pipeline(runner=runner)
+    left = p | "L" >> sb.Create([{"x": NAN, "a": 1}, {"x": 2.0, "a": 2}])
+    right = p | "R" >> sb.Create([{"x": float("nan"), "b": 10}, {"x": 3.0, "b": 30}])
+    joined = left | sb.Join(right, on="x")
+    out = p.run().collect(joined)
+    assert [(row["a"], row["b"]) for row in out] == [(1, 10)]
+
+
+def test_nan_keys_form_one_group_on_spark_streaming(spark_runner: Any) -> None:
+    """The streaming path groups in Spark's own aggregation: NaN keys meet there too."""
+    stream = sb.TestStream({"k": float, "t": datetime})
+    stream.add_epoch([{"k": NAN, "t": T0}, {"k": float("nan"), "t": T0 + timedelta(seconds=1)}])
+    stream.add_epoch([{"k": 1.0, "t": T0 + timedelta(hours=1)}])
+    rows = {}
+    for runner in (sb.DirectRunner(), spark_runner):
+        p = sb.Pipeline(runner=runner)
+        out = (
+            p
+            | stream
+            | sb.WithWatermark("t", delay=timedelta(0))
+            | sb.Tumble("t", size=timedelta(minutes=1))
+            | sb.CombinePerKey(["k", "window_start"], n=sb.Count())
+        )
+        rows[type(runner).__name__] = sorted(
+            (math.isnan(row["k"]), row["n"]) for row in p.run().collect(out)
+        )
+    assert rows["DirectRunner"] == rows["SparkRunner"] == [(False, 1), (True, 2)]
+
+
+@pytest.mark.parametrize("value", [2**63, -(2**63) - 1, 10**30])
+def test_an_integer_outside_64_bits_is_a_data_error(runner: Any, value: int) -> None:
+    p = sb.Pipeline(runner=runner)
+    p | "Orders" >> sb.Create([{"n": 1}, {"n": value}], schema={"n": int})
+    with pytest.raises(sb.DataError, match=r"Orders.*64-bit") as caught:
+        p.run()
+    assert str(value) in str(caught.value)
+
+
+def test_the_64_bit_bounds_themselves_are_fine(runner: Any) -> None:
+    p = sb.Pipeline(runner=runner)
+    rows = [{"n": INT64_MAX}, {"n": -(2**63)}]
+    out = p | sb.Create(rows, schema={"n": int})
+    assert sorted(row["n"] for row in p.run().collect(out)) == [-(2**63), INT64_MAX]
+
+
+def test_a_map_returning_an_integer_outside_64_bits_is_a_data_error(runner: Any) -> None:
+    p = sb.Pipeline(runner=runner)
+    out = (
+        p
+        | sb.Create([{"n": INT64_MAX}])
+        | "Double" >> sb.Map(lambda row: {"n": row["n"] * 2}, schema={"n": int})
+    )
+    with pytest.raises(sb.DataError, match=r"Double.*64-bit"):
+        p.run().collect(out)
+
+
+def test_a_sum_that_overflows_is_a_data_error_naming_the_transform(runner: Any) -> None:
+    p = sb.Pipeline(runner=runner)
+    out = (
+        p
+        | sb.Create([{"k": "a", "n": INT64_MAX}, {"k": "a", "n": 1}])
+        | "Revenue" >> sb.CombinePerKey("k", total=sb.Sum("n"))
+    )
+    with pytest.raises(sb.DataError, match=r"Revenue.*total.*64") as caught:
+        p.run().collect(out)
+    message = str(caught.value)
+    assert "py4j" not in message and "java." not in message and "ANSI" not in message
+
+
+def test_a_sum_that_overflows_on_spark_streaming_is_a_data_error(spark_runner: Any) -> None:
+    stream = sb.TestStream({"k": str, "n": int, "t": datetime})
+    stream.add_epoch([{"k": "a", "n": INT64_MAX, "t": T0}, {"k": "a", "n": 5, "t": T0}])
+    stream.add_epoch([{"k": "a", "n": 1, "t": T0 + timedelta(hours=1)}])
+    for runner in (sb.DirectRunner(), spark_runner):
+        p = sb.Pipeline(runner=runner)
+        out = (
+            p
+            | stream
+            | sb.WithWatermark("t", delay=timedelta(0))
+            | sb.Tumble("t", size=timedelta(minutes=1))
+            | "Revenue" >> sb.CombinePerKey(["k", "window_start"], total=sb.Sum("n"))
+        )
+        with pytest.raises(sb.DataError, match=r"Revenue.*total.*64") as caught:
+            p.run().collect(out)
+        assert "java." not in str(caught.value), type(runner).__name__
+
+
+def test_a_sum_within_64_bits_is_exact(runner: Any) -> None:
+    p = sb.Pipeline(runner=runner)
+    out = (
+        p
+        | sb.Create([{"k": "a", "n": INT64_MAX}, {"k": "a", "n": -5}])
+        | sb.CombinePerKey("k", total=sb.Sum("n"))
+    )
+    assert p.run().collect(out) == [{"k": "a", "total": INT64_MAX - 5}]
