@@ -10,9 +10,12 @@ Spark's workers get them by value (cloudpickle), as a user's job script's.
 from __future__ import annotations
 
 import json
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import sparkbeam as sb
@@ -124,14 +127,21 @@ if __name__ == "__main__":
     master, ship = sys.argv[1], sys.argv[2] == "ship"
     conf = {
         "spark.executor.memory": "768m",
+        "spark.cores.max": "1",  # the two drivers of the test run side by side
         "spark.sql.shuffle.partitions": "2",
         "spark.ui.enabled": "false",
         "spark.sql.session.timeZone": "UTC",
     }
-    runner = sb.SparkRunner(master=master, conf=conf, ship_package=ship)
+    # Replayed sources (TestStream) stage their epoch files where every executor reads
+    # them: on this one-machine cluster the driver's disk is that place, named as a URI.
+    staging = Path(tempfile.mkdtemp(prefix="sparkbeam-staging-"))
+    runner = sb.SparkRunner(
+        master=master, conf=conf, ship_package=ship, staging_location=staging.as_uri()
+    )
     try:
         print("RESULT " + json.dumps(run_all(runner)))
     except Exception as exc:
         print(f"ERROR {type(exc).__name__}: {exc}")
     finally:
         runner.spark.stop()
+        shutil.rmtree(staging, ignore_errors=True)

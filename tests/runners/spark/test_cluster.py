@@ -77,7 +77,7 @@ def stop(process: subprocess.Popen[bytes]) -> None:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """`spark://127.0.0.1:<port>`: a master and one worker (2 cores, 1 GiB)."""
+    """`spark://127.0.0.1:<port>`: a master and one worker (2 cores, 2 GiB)."""
     logs = tmp_path_factory.mktemp("cluster")
     port = free_port()
     master = spark_class(
@@ -91,7 +91,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         wait_for(logs / "master.log", "I have been elected leader", master, 120)
         worker = spark_class(
             "org.apache.spark.deploy.worker.Worker", url,
-            "--host", "127.0.0.1", "--cores", "2", "--memory", "1g",
+            "--host", "127.0.0.1", "--cores", "2", "--memory", "2g",
             "--webui-port", str(free_port()), "--work-dir", str(logs / "work"),
             log=logs / "worker.log",
         )  # fmt: skip
@@ -103,19 +103,42 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         stop(master)
 
 
-def drive(url: str, ship: bool, tmp_path: Path) -> str:
-    """Run cluster_job.py as the driver (sparkbeam installed) against `url`; its output."""
+@pytest.fixture(scope="module")
+def drivers(
+    cluster: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, subprocess.Popen[str]]]:
+    """Both driver processes of the module (`ship`, `no-ship`), started at once.
+
+    cluster_job.py (sparkbeam installed) runs as two applications side by side,
+    each with one of the worker's two cores: the second needs no wait for the
+    first (a driver's start-up is most of its time).
+    """
     env = {**os.environ, "PYSPARK_PYTHON": str(WORKERS_PYTHON), "PYTHONPATH": str(ROOT)}
-    done = subprocess.run(
-        [sys.executable, str(Path(cluster_job.__file__)), url, "ship" if ship else "no-ship"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,  # not the repository: the workers must not find sparkbeam there
-        timeout=600,
-    )
-    lines = [line for line in done.stdout.splitlines() if line.startswith(("RESULT", "ERROR"))]
-    assert lines, f"the driver printed no result:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    processes = {}
+    for mode in ("ship", "no-ship"):
+        processes[mode] = subprocess.Popen(
+            [sys.executable, str(Path(cluster_job.__file__)), cluster, mode],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            # not the repository: the workers must not find sparkbeam there
+            cwd=tmp_path_factory.mktemp(mode),
+        )
+    try:
+        yield processes
+    finally:
+        for process in processes.values():
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+
+
+def outcome(process: subprocess.Popen[str]) -> str:
+    """The driver's RESULT or ERROR line, once it ended."""
+    stdout, stderr = process.communicate(timeout=600)
+    lines = [line for line in stdout.splitlines() if line.startswith(("RESULT", "ERROR"))]
+    assert lines, f"the driver printed no result:\n{stdout[-3000:]}\n{stderr[-3000:]}"
     return lines[-1]
 
 
@@ -135,9 +158,9 @@ def bag(rows: list[dict[str, Any]]) -> Counter[str]:
 
 
 def test_pipelines_on_a_cluster_without_sparkbeam_give_the_direct_runners_rows(
-    cluster: str, tmp_path: Path
+    drivers: dict[str, subprocess.Popen[str]],
 ) -> None:
-    line = drive(cluster, ship=True, tmp_path=tmp_path)
+    line = outcome(drivers["ship"])
     assert line.startswith("RESULT"), line
     spark = json.loads(line[len("RESULT ") :])
     direct = cluster_job.run_all(sb.DirectRunner())
@@ -152,9 +175,9 @@ def test_pipelines_on_a_cluster_without_sparkbeam_give_the_direct_runners_rows(
 
 
 def test_without_shipping_the_error_names_the_missing_package(
-    cluster: str, tmp_path: Path
+    drivers: dict[str, subprocess.Popen[str]],
 ) -> None:
-    line = drive(cluster, ship=False, tmp_path=tmp_path)
+    line = outcome(drivers["no-ship"])
     assert line.startswith("ERROR PipelineError"), line
     assert "'sparkbeam" in line
     assert "ship_package" in line
