@@ -15,7 +15,8 @@ from pyspark.sql import SparkSession
 
 from sparkbeam.errors import PipelineError
 from sparkbeam.graph import Node
-from sparkbeam.metrics import TransformMetrics
+from sparkbeam.metrics import PipelineMetrics, TransformMetrics
+from sparkbeam.results import ResultViews
 from sparkbeam.runners.spark.engine_errors import spark_errors
 from sparkbeam.runners.spark.judges import Judge
 from sparkbeam.runners.spark.live import sink_of
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
     from sparkbeam.pipeline import PCollection, Pipeline
 
 
-class SparkStreamingResult:
+class SparkStreamingResult(ResultViews):
     """The results of an unbounded pipeline: each PCollection's query runs when first asked for.
 
     A query replays every epoch of the sources, one micro-batch per epoch,
@@ -196,7 +197,7 @@ class SparkStreamingResult:
             )
         return self._counts(pcoll).get(f"in_{pcoll.node.id}.invalid", 0)
 
-    def metrics(self) -> dict[str, TransformMetrics]:
+    def metrics(self) -> PipelineMetrics:
         """Per transform (by label, in graph order): rows in and out, drops, watermarks, lag.
 
         Read from the queries that ran (the sinks' and the collected
@@ -222,7 +223,7 @@ class SparkStreamingResult:
             self._prepare_nodes(leaves)
             found = self._observed()
         counts, marks = found
-        out: dict[str, TransformMetrics] = {}
+        out = PipelineMetrics()
         for node in nodes:
             rows_out = counts.get(f"n_{node.id}.rows", 0)
             rows_in = sum(counts.get(f"n_{i}.rows", 0) for i in node.inputs)
