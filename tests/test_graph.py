@@ -9,6 +9,7 @@ graph's fields and through its DOT and Mermaid text, on both runners.
 from __future__ import annotations
 
 import re
+import runpy
 import shutil
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -308,3 +309,17 @@ def test_jupyter_falls_back_to_mermaid_without_dot(monkeypatch: pytest.MonkeyPat
     bundle = p.graph()._repr_mimebundle_()
     assert "image/svg+xml" not in bundle
     assert bundle["text/markdown"] == f"```mermaid\n{p.graph().to_mermaid()}```\n"
+
+
+def test_the_example_prints_where_it_drew_its_pipeline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    example = runpy.run_path(
+        str(Path(__file__).parent.parent / "examples" / "orders_per_minute.py")
+    )
+    picture = tmp_path / "orders.svg"
+    example["main"](["--picture", str(picture)])
+    out = capsys.readouterr().out
+    assert out.rstrip().endswith(f"The pipeline's picture: {picture}")
+    assert "<svg" in picture.read_text()
+    assert "WithWatermark(event_time)  " in out  # the metrics table
