@@ -32,6 +32,17 @@ from sparkbeam.transforms.union import Union
 from sparkbeam.transforms.watermark import WithWatermark
 
 
+def _filtered_out(counts: dict[str, int], node_id: int) -> int:
+    """Rows into the late-row filter of node `node_id` minus rows out of it (on all its
+    inputs), over the micro-batches; 0 where it has none."""
+
+    def total(kind: str) -> int:
+        mine = re.compile(rf"{kind}_{node_id}(_\d)?\.rows")
+        return sum(value for key, value in counts.items() if mine.fullmatch(key))
+
+    return total("in") - total("out")
+
+
 def _slug(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("_") or "sink"
 
@@ -181,13 +192,7 @@ class SparkStreamingResult(ResultViews):
             upstream = [nodes[i].transform for i in ancestors(nodes, node)]
             if not any(isinstance(t, WithWatermark) and t.idle_after is not None for t in upstream):
                 return 0
-        counts = self._counts(pcoll)
-
-        def total(kind: str) -> int:
-            mine = re.compile(rf"{kind}_{node.id}(_\d)?\.rows")
-            return sum(value for key, value in counts.items() if mine.fullmatch(key))
-
-        return total("in") - total("out")
+        return _filtered_out(self._counts(pcoll), node.id)
 
     def invalid_count(self, pcoll: PCollection) -> int:
         if not isinstance(pcoll.node.transform, WithWatermark):
@@ -231,8 +236,10 @@ class SparkStreamingResult(ResultViews):
                 rows_in = rows_out
             invalid = counts.get(f"in_{node.id}.invalid", 0)
             late = 0
-            if isinstance(node.transform, (WithWatermark, Union, Join)):
+            if isinstance(node.transform, (WithWatermark, Union)):
                 late = rows_in - rows_out - invalid
+            elif isinstance(node.transform, Join):  # a join's rows out are not its rows in
+                late = _filtered_out(counts, node.id)
             watermarks, lags = streaming_watermarks(node, counts, marks.get(node.id))
             out[node.label] = TransformMetrics(
                 rows_in=rows_in,
