@@ -4,12 +4,20 @@ Orders arrive in six micro-batches (epochs), some out of order and a few so
 late that the watermark (5 minutes behind the newest order) has passed them:
 those are dropped and counted. Run it with `python examples/orders_per_minute.py`
 (add `--runner spark` for the Spark runner once it is installed).
+
+It prints the windows, each transform's metrics, and where it wrote the
+pipeline's picture (`--picture PATH`, SVG or PNG; by default
+`orders_per_minute.svg` in the system's temporary directory): every
+transform, the rows on every edge, the columns that carry a watermark there,
+and the late orders. Without Graphviz it writes the picture's DOT source.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
+import tempfile
 from datetime import datetime, timedelta
 
 import sparkbeam as sb
@@ -42,10 +50,15 @@ def generate_orders(seed: int = 7) -> list[list[dict[str, object]]]:
     return epochs
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runner", default="direct", choices=["direct", "spark"])
-    args = parser.parse_args()
+    parser.add_argument(
+        "--picture",
+        default=os.path.join(tempfile.gettempdir(), "orders_per_minute.svg"),
+        help="where to write the pipeline's picture (.svg or .png)",
+    )
+    args = parser.parse_args(argv)
 
     stream = sb.TestStream()
     for rows in generate_orders():
@@ -54,6 +67,7 @@ def main() -> None:
     with sb.Pipeline(runner=args.runner) as p:
         orders = p | "orders" >> stream
         watermarked = orders.with_watermark("event_time", delay=timedelta(minutes=5))
+        late = watermarked.late_rows()
         per_minute = watermarked.tumble("event_time", size="1 minute").combine_per_key(
             ["window_start", "window_end"],
             order_count=sb.Count(),
@@ -72,8 +86,23 @@ def main() -> None:
     counted = sum(row["order_count"] for row in rows)
     print(
         f"\n{total} orders in, {counted} counted in windows, "
-        f"{result.late_count(watermarked)} dropped as late"
+        f"{result.late_count(watermarked)} dropped as late "
+        f"({', '.join(row['order_id'] for row in result.collect(late))})"
     )
+    print()
+    print(result.metrics())
+    print(f"\nThe pipeline's picture: {write_picture(result.graph(), args.picture)}")
+
+
+def write_picture(graph: sb.PipelineGraph, path: str) -> str:
+    """Draw `graph` to `path`; without Graphviz, write its DOT source next to it instead."""
+    try:
+        return graph.render(path)
+    except (ImportError, RuntimeError) as missing:
+        dot_path = os.path.splitext(path)[0] + ".dot"
+        with open(dot_path, "w") as out:
+            out.write(graph.to_dot())
+        return f"{dot_path} (DOT source: {missing})"
 
 
 if __name__ == "__main__":

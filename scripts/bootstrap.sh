@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs everything sparkbeam needs on a fresh machine, idempotently:
-# Java 17+ (for the Spark runner), a virtualenv in .venv, and the package
-# with its spark and test extras. Re-running it is cheap: pip is skipped
-# while pyproject.toml is unchanged.
+# Java 17+ (for the Spark runner), Graphviz's dot (to draw pipelines), a
+# virtualenv in .venv, and the package with its spark, frames, graph and test
+# extras. Re-running it is cheap: pip is skipped while pyproject.toml is
+# unchanged.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,6 +24,13 @@ if need_java; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq openjdk-17-jre-headless >/dev/null
 fi
 
+if ! command -v dot >/dev/null 2>&1; then
+  echo "bootstrap: installing Graphviz (dot draws a pipeline: graph.render, Jupyter)"
+  if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq graphviz >/dev/null
+fi
+
 if ! "$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)'; then
   echo "bootstrap: sparkbeam needs Python 3.11 or newer; set PYTHON=/path/to/python3.11" >&2
   exit 1
@@ -35,7 +43,7 @@ fi
 stamp="$VENV/.sparkbeam-installed"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   "$VENV/bin/python" -m pip install -q --upgrade pip
-  "$VENV/bin/python" -m pip install -q -e '.[spark,test]'
+  "$VENV/bin/python" -m pip install -q -e '.[spark,frames,graph,test]'
   touch "$stamp"
 fi
 

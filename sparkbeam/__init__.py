@@ -10,8 +10,9 @@ from typing import Any
 from sparkbeam.errors import DataError, InvariantViolation, PipelineError
 from sparkbeam.graph import PTransform
 from sparkbeam.messages import Watermark
-from sparkbeam.metrics import TransformMetrics
+from sparkbeam.metrics import PipelineMetrics, TransformMetrics
 from sparkbeam.pipeline import PCollection, Pipeline, PipelineResult
+from sparkbeam.pipeline_graph import PipelineGraph
 from sparkbeam.runners.direct import DirectRunner
 from sparkbeam.schema import Schema
 from sparkbeam.testing import assert_that, equal_to
@@ -56,6 +57,8 @@ __all__ = [
     "PTransform",
     "Pipeline",
     "PipelineError",
+    "PipelineGraph",
+    "PipelineMetrics",
     "PipelineResult",
     "ReadFiles",
     "ReadFromSpark",

@@ -84,6 +84,16 @@ class PrimitiveTransform(PTransform):
         """The frozen value stored in the graph (itself, unless it is a builder)."""
         return self
 
+    def public_name(self) -> str:
+        """The name of what the user applied (`PipelineGraph`'s `node.kind`): the class name,
+        unless the class is an internal form of a public transform."""
+        return type(self).__name__
+
+    def parameters(self) -> tuple[tuple[str, str], ...]:
+        """What the pipeline's picture shows of this transform besides its label, as
+        `(name, value)` pairs: sizes, delays, gaps, keys (not what `default_label` shows)."""
+        return ()
+
     def output_order(self) -> tuple[str, tuple[str, ...]] | None:
         """`(column, keys)` when the output is promised in `column` order within `keys`."""
         return None

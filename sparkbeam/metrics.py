@@ -37,3 +37,56 @@ class TransformMetrics:
     watermark_lag: Mapping[str, Any] = attrs.field(factory=dict)
     state_size: int | None = None
     peak_state_size: int | None = None
+
+
+_HEADINGS = ("transform", "rows in", "rows out", "late", "invalid", "state", "watermarks (lag)")
+
+
+class PipelineMetrics(dict[str, TransformMetrics]):
+    """What `result.metrics()` returns: a dict from each transform's label to its
+    `TransformMetrics`, in graph order, whose `repr` is a table, one line per transform.
+
+    The `state` column is `now/peak` (`-` where the runner does not measure state);
+    the last column is each watermarked column's watermark, with its lag.
+    """
+
+    def table(self) -> str:
+        """The metrics as a text table, one line per transform."""
+        cells = [_HEADINGS] + [_cells(label, counted) for label, counted in self.items()]
+        widths = [max(len(row[i]) for row in cells) for i in range(len(_HEADINGS))]
+        lines = []
+        for row in cells:
+            first = row[0].ljust(widths[0])
+            numbers = [cell.rjust(width) for cell, width in zip(row[1:6], widths[1:6], strict=True)]
+            lines.append("  ".join([first, *numbers, row[6]]).rstrip())
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return self.table()
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """IPython's pretty printer: the table, not the dict."""
+        printer.text(self.table())
+
+
+def _cells(label: str, counted: TransformMetrics) -> tuple[str, ...]:
+    state = "-"
+    if counted.state_size is not None or counted.peak_state_size is not None:
+        state = f"{_count(counted.state_size)}/{_count(counted.peak_state_size)}"
+    marks = []
+    for column, value in counted.watermarks.items():
+        lag = counted.watermark_lag.get(column)
+        marks.append(f"{column}={value}" + ("" if lag is None else f" ({lag})"))
+    return (
+        label,
+        f"{counted.rows_in:,}",
+        f"{counted.rows_out:,}",
+        f"{counted.late_rows:,}",
+        f"{counted.invalid_rows:,}",
+        state,
+        ", ".join(marks),
+    )
+
+
+def _count(value: int | None) -> str:
+    return "-" if value is None else f"{value:,}"

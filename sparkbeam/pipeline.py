@@ -23,6 +23,7 @@ from sparkbeam.errors import PipelineError
 from sparkbeam.graph import EdgeInfo, Labelled, Node, PrimitiveTransform, PTransform
 from sparkbeam.messages import Watermark
 from sparkbeam.metrics import TransformMetrics
+from sparkbeam.pipeline_graph import PipelineGraph
 from sparkbeam.schema import Row, Schema
 from sparkbeam.time import Duration
 from sparkbeam.transforms.combine import AggregateFn, CombineFn, CombinePerKey
@@ -38,13 +39,19 @@ from sparkbeam.transforms.windows import Hop, Session, Tumble
 
 
 class PipelineResult(Protocol):
-    """What a finished run gives back (SPEC section 5)."""
+    """What a finished run gives back (SPEC sections 5 and 8)."""
 
     def collect(self, pcoll: PCollection) -> list[Row]: ...
 
     def late_count(self, pcoll: PCollection) -> int: ...
 
     def metrics(self) -> dict[str, TransformMetrics]: ...
+
+    def to_pandas(self, pcoll: PCollection) -> Any: ...
+
+    def to_arrow(self, pcoll: PCollection) -> Any: ...
+
+    def graph(self) -> PipelineGraph: ...
 
 
 class Runner(Protocol):
@@ -147,6 +154,11 @@ class Pipeline:
             candidate = f"{full}_{n}"
         self._labels.add(candidate)
         return candidate
+
+    def graph(self) -> PipelineGraph:
+        """The pipeline as a picture: its transforms and edges, with the columns that carry a
+        watermark on each edge (`result.graph()` adds a run's counts)."""
+        return PipelineGraph.of(self.nodes)
 
     def live_node_ids(self) -> frozenset[int]:
         """Nodes whose PCollection the user still holds: the edges a runner records."""

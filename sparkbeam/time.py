@@ -138,3 +138,20 @@ def earliest_hop_start(t: int, size: int, slide: int, offset: int = 0) -> int:
     it is still a lower bound for the start of any window of a time `>= t`.
     """
     return floor_to(t - size, slide, offset) + slide
+
+
+def describe_duration(value: Duration) -> str:
+    """A duration as a person reads it: Spark's interval form for a `timedelta`
+    (`"5 minutes"`, `"90 seconds"`: the largest unit that divides it), the text
+    of a string, the number of an integer."""
+    if not isinstance(value, _dt.timedelta):
+        return str(value)
+    micros = value // ONE_MICROSECOND
+    if micros == 0:
+        return "0 seconds"
+    for unit in ("week", "day", "hour", "minute", "second", "millisecond", "microsecond"):
+        size = _UNIT_MICROS[unit]
+        if micros % size == 0:
+            count = micros // size
+            return f"{count} {unit}{'' if abs(count) == 1 else 's'}"
+    raise AssertionError("a microsecond divides every duration")  # pragma: no cover

@@ -166,6 +166,9 @@ class CombinePerKey(PrimitiveTransform):
     def default_label(self) -> str:
         return f"CombinePerKey({', '.join(self.keys)})"
 
+    def parameters(self) -> tuple[tuple[str, str], ...]:
+        return tuple((name, _describe_aggregate(fn)) for name, fn in self.aggregates)
+
     def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
         source = single_input(inputs, label)
         schema = source.schema
@@ -197,3 +200,10 @@ class CombinePerKey(PrimitiveTransform):
     def watermark_rule(self, inputs: Sequence[EdgeInfo], label: str) -> WatermarkRule:
         """The key columns' watermarks pass (after the groups they released); others drop."""
         return WatermarkRule(passing(self.keys))
+
+
+def _describe_aggregate(aggregate: Any) -> str:
+    """`Sum(amount)`, `Count()`, or a user `CombineFn`'s class name."""
+    if isinstance(aggregate, AggregateFn):
+        return f"{type(aggregate).__name__}({aggregate.column or ''})"
+    return type(aggregate).__name__

@@ -161,6 +161,9 @@ class ReadFiles(PrimitiveTransform):
     def default_label(self) -> str:
         return f"ReadFiles({base_name(self.path) or self.path})"
 
+    def parameters(self) -> tuple[tuple[str, str], ...]:
+        return (("format", self.format),) + ((("streaming", "yes"),) if self.streaming else ())
+
     def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
         if inputs:
             raise PipelineError(f"{label}: ReadFiles is a source; apply it to the pipeline")
@@ -214,6 +217,9 @@ class WriteFiles(PrimitiveTransform):
 
     def default_label(self) -> str:
         return f"WriteFiles({base_name(self.path) or self.path})"
+
+    def parameters(self) -> tuple[tuple[str, str], ...]:
+        return (("format", self.format), ("mode", self.mode))
 
     def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
         source = single_input(inputs, label)

@@ -40,7 +40,7 @@ from sparkbeam.derivation import WatermarkRule, passing
 from sparkbeam.errors import PipelineError
 from sparkbeam.graph import EdgeInfo, Node, PrimitiveTransform, input_node, node_labels
 from sparkbeam.schema import Schema, type_name
-from sparkbeam.time import Duration
+from sparkbeam.time import Duration, describe_duration
 from sparkbeam.transforms.union import check_policy
 from sparkbeam.transforms.validation import offset_on, require_time_column
 
@@ -103,6 +103,16 @@ class Join(PrimitiveTransform):
 
     def default_label(self) -> str:
         return f"Join({', '.join(self.on)})"
+
+    def parameters(self) -> tuple[tuple[str, str], ...]:
+        shown = [("how", self.how)]
+        if self.times is not None and self.within is not None:
+            lower, upper = (describe_duration(d) for d in self.within)
+            shown.append(("times", ", ".join(self.times)))
+            shown.append(("within", f"{lower}, {upper}"))
+        if self.policy != "min":
+            shown.append(("policy", self.policy))
+        return tuple(shown)
 
     def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
         left, right = inputs

@@ -57,8 +57,10 @@ class DroppedRows(PrimitiveTransform):
     kind: str
 
     def default_label(self) -> str:
-        what = "LateRows" if self.kind == LATE else "InvalidRows"
-        return f"{what}({self.source.label})"
+        return f"{self.public_name()}({self.source.label})"
+
+    def public_name(self) -> str:
+        return "LateRows" if self.kind == LATE else "InvalidRows"
 
     def extra_inputs(self) -> tuple[Node, ...]:
         return (self.source,)

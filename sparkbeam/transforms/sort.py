@@ -33,6 +33,9 @@ class Sort(PrimitiveTransform):
     def default_label(self) -> str:
         return f"Sort({self.column})"
 
+    def parameters(self) -> tuple[tuple[str, str], ...]:
+        return (("keys", ", ".join(self.keys)),) if self.keys else ()
+
     def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
         source = single_input(inputs, label)
         require_time_column(source.schema, self.column, label)

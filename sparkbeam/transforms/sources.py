@@ -48,6 +48,9 @@ class Create(PrimitiveTransform):
             raise PipelineError(f"{label}: Create is a source; apply it to the pipeline")
         return EdgeInfo(_schema_for(self.rows, self.schema, label), bounded=True)
 
+    def parameters(self) -> tuple[tuple[str, str], ...]:
+        return (("rows", str(len(self.rows))),)
+
 
 class TestStream(PrimitiveTransform):
     """Unbounded input given as a list of epochs: `TestStream().add_epoch(rows)...`.
@@ -86,6 +89,12 @@ class TestStreamSource(PrimitiveTransform):
 
     def default_label(self) -> str:
         return "TestStream"
+
+    def public_name(self) -> str:
+        return "TestStream"
+
+    def parameters(self) -> tuple[tuple[str, str], ...]:
+        return (("epochs", str(len(self.epochs))),)
 
     def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
         if inputs:

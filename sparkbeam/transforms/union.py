@@ -60,6 +60,9 @@ class Union(PrimitiveTransform):
     def extra_inputs(self) -> tuple[Node, ...]:
         return self.others
 
+    def parameters(self) -> tuple[tuple[str, str], ...]:
+        return (("policy", self.policy),) if self.policy != "min" else ()
+
     def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
         if len(inputs) < 2:
             raise PipelineError(f"{label}: give at least one other PCollection to union with")

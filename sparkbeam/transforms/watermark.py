@@ -49,7 +49,7 @@ from sparkbeam.derivation import WatermarkRule, passing
 from sparkbeam.errors import PipelineError
 from sparkbeam.graph import EdgeInfo, PrimitiveTransform
 from sparkbeam.schema import Schema
-from sparkbeam.time import Duration, duration_micros, floor_to_ms
+from sparkbeam.time import Duration, describe_duration, duration_micros, floor_to_ms
 from sparkbeam.transforms.validation import duration_on, require_time_column, single_input
 
 EMIT_MODES = ("periodic", "event")
@@ -69,6 +69,18 @@ class WithWatermark(PrimitiveTransform):
 
     def default_label(self) -> str:
         return f"WithWatermark({self.column})"
+
+    def parameters(self) -> tuple[tuple[str, str], ...]:
+        shown = [("delay", describe_duration(self.delay))]
+        if self.emit != "periodic":
+            shown.append(("emit", self.emit))
+        if self.idle_after is not None:
+            idle = self.idle_after
+            epochs = isinstance(idle, int) and not isinstance(idle, bool)
+            shown.append(("idle_after", f"{idle} epochs" if epochs else describe_duration(idle)))
+        if self.max_drift is not None:
+            shown.append(("max_drift", describe_duration(self.max_drift)))
+        return tuple(shown)
 
     def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
         source = single_input(inputs, label)

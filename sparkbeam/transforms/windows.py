@@ -8,6 +8,7 @@ the row's time (`sparkbeam.time`).
 
 from __future__ import annotations
 
+import datetime as _dt
 from collections.abc import Sequence
 
 import attrs
@@ -16,7 +17,7 @@ from sparkbeam.derivation import Add, Derived, Floor, WatermarkRule, passing
 from sparkbeam.errors import PipelineError
 from sparkbeam.graph import EdgeInfo, PrimitiveTransform
 from sparkbeam.schema import Schema
-from sparkbeam.time import Duration
+from sparkbeam.time import Duration, describe_duration
 from sparkbeam.transforms.validation import (
     duration_on,
     offset_on,
@@ -88,6 +89,9 @@ class Tumble(PrimitiveTransform):
     def default_label(self) -> str:
         return f"Tumble({self.column})"
 
+    def parameters(self) -> tuple[tuple[str, str], ...]:
+        return (("size", describe_duration(self.size)), *_offset(self.offset))
+
     def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
         source = _window_input(self.column, inputs, label)
         self.spec(source.schema, label)
@@ -119,6 +123,13 @@ class Hop(PrimitiveTransform):
 
     def default_label(self) -> str:
         return f"Hop({self.column})"
+
+    def parameters(self) -> tuple[tuple[str, str], ...]:
+        return (
+            ("size", describe_duration(self.size)),
+            ("slide", describe_duration(self.slide)),
+            *_offset(self.offset),
+        )
 
     def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
         source = _window_input(self.column, inputs, label)
@@ -158,6 +169,10 @@ class Session(PrimitiveTransform):
     def default_label(self) -> str:
         return f"Session({self.column})"
 
+    def parameters(self) -> tuple[tuple[str, str], ...]:
+        keys = (("keys", ", ".join(self.keys)),) if self.keys else ()
+        return (("gap", describe_duration(self.gap)), *keys)
+
     def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
         source = _window_input(self.column, inputs, label)
         for key in self.keys:
@@ -176,3 +191,9 @@ class Session(PrimitiveTransform):
                 Derived(WINDOW_START, self.column, held=True),
             )
         )
+
+
+def _offset(offset: Duration) -> tuple[tuple[str, str], ...]:
+    """The offset as the picture shows it: only when there is one."""
+    none = offset == 0 or offset == _dt.timedelta(0)
+    return () if none else (("offset", describe_duration(offset)),)

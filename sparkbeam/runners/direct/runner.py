@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 from sparkbeam.errors import PipelineError
 from sparkbeam.graph import EdgeInfo, Node
 from sparkbeam.messages import Watermark
-from sparkbeam.metrics import TransformMetrics
+from sparkbeam.metrics import PipelineMetrics, TransformMetrics
+from sparkbeam.results import ResultViews
 from sparkbeam.runners.direct import limits
 from sparkbeam.runners.direct.checkpoint import CheckpointPlan, Recovery
 from sparkbeam.runners.direct.combine import CombineOperator
@@ -215,7 +216,7 @@ def _summed(counters: Sequence[EdgeCounters]) -> EdgeCounters:
     return total
 
 
-class DirectResult:
+class DirectResult(ResultViews):
     """The rows, watermarks and counters of a direct run (SPEC section 5)."""
 
     def __init__(
@@ -302,9 +303,9 @@ class DirectResult:
         """Rows dropped by that `WithWatermark` because their event time was `None`."""
         return sum(f.invalid_count for f in self._filters(pcoll))
 
-    def metrics(self) -> dict[str, TransformMetrics]:
+    def metrics(self) -> PipelineMetrics:
         """Per transform (by label, in graph order): rows, drops, watermarks, lag and state."""
-        out: dict[str, TransformMetrics] = {}
+        out = PipelineMetrics()
         counters = self.counters
         for node in self.pipeline.nodes:
             operators = self.units[node.id]

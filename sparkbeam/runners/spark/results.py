@@ -13,7 +13,8 @@ from pyspark.sql import functions as F
 from sparkbeam.arrow import from_arrow
 from sparkbeam.errors import PipelineError
 from sparkbeam.graph import Node
-from sparkbeam.metrics import TransformMetrics
+from sparkbeam.metrics import PipelineMetrics, TransformMetrics
+from sparkbeam.results import ResultViews
 from sparkbeam.runners.spark.engine_errors import spark_errors
 from sparkbeam.runners.spark.translate import Translation
 from sparkbeam.schema import Row, columns_to_rows
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from sparkbeam.pipeline import PCollection, Pipeline
 
 
-class SparkResult:
+class SparkResult(ResultViews):
     """The DataFrames of a translated pipeline, and what a run reports."""
 
     def __init__(self, pipeline: Pipeline, translation: Translation) -> None:
@@ -78,7 +79,7 @@ class SparkResult:
         with spark_errors(self.pipeline.nodes):
             return int(self.translation.invalid[node.id].count())
 
-    def metrics(self) -> dict[str, TransformMetrics]:
+    def metrics(self) -> PipelineMetrics:
         """Per transform (by label, in graph order): rows in and out, drops, watermarks, lag.
 
         Counted by Spark jobs when called (one per transform, cached). A batch
@@ -90,7 +91,7 @@ class SparkResult:
         """
         if self._metrics is None:
             self._metrics = self._measure()
-        return dict(self._metrics)
+        return PipelineMetrics(self._metrics)
 
     def _measure(self) -> dict[str, TransformMetrics]:
         nodes = self.pipeline.nodes

@@ -13,8 +13,9 @@ from pyspark.sql import SparkSession
 
 from sparkbeam.errors import PipelineError
 from sparkbeam.graph import Node
-from sparkbeam.metrics import TransformMetrics
+from sparkbeam.metrics import PipelineMetrics, TransformMetrics
 from sparkbeam.paths import join
+from sparkbeam.results import ResultViews
 from sparkbeam.runners.spark.engine_errors import spark_errors
 from sparkbeam.runners.spark.judges import Judge
 from sparkbeam.runners.spark.live import sink_of
@@ -30,6 +31,17 @@ from sparkbeam.transforms.union import Union
 from sparkbeam.transforms.watermark import WithWatermark
 
 
+def _filtered_out(counts: dict[str, int], node_id: int) -> int:
+    """Rows into the late-row filter of node `node_id` minus rows out of it (on all its
+    inputs), over the micro-batches; 0 where it has none."""
+
+    def total(kind: str) -> int:
+        mine = re.compile(rf"{kind}_{node_id}(_\d)?\.rows")
+        return sum(value for key, value in counts.items() if mine.fullmatch(key))
+
+    return total("in") - total("out")
+
+
 def _slug(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("_") or "sink"
 
@@ -43,7 +55,7 @@ if TYPE_CHECKING:
     from sparkbeam.pipeline import PCollection, Pipeline
 
 
-class SparkStreamingResult:
+class SparkStreamingResult(ResultViews):
     """The results of an unbounded pipeline: each PCollection's query runs when first asked for.
 
     A query replays every epoch of the sources, one micro-batch per epoch,
@@ -184,13 +196,7 @@ class SparkStreamingResult:
             upstream = [nodes[i].transform for i in ancestors(nodes, node)]
             if not any(isinstance(t, WithWatermark) and t.idle_after is not None for t in upstream):
                 return 0
-        counts = self._counts(pcoll)
-
-        def total(kind: str) -> int:
-            mine = re.compile(rf"{kind}_{node.id}(_\d)?\.rows")
-            return sum(value for key, value in counts.items() if mine.fullmatch(key))
-
-        return total("in") - total("out")
+        return _filtered_out(self._counts(pcoll), node.id)
 
     def invalid_count(self, pcoll: PCollection) -> int:
         if not isinstance(pcoll.node.transform, WithWatermark):
@@ -200,7 +206,7 @@ class SparkStreamingResult:
             )
         return self._counts(pcoll).get(f"in_{pcoll.node.id}.invalid", 0)
 
-    def metrics(self) -> dict[str, TransformMetrics]:
+    def metrics(self) -> PipelineMetrics:
         """Per transform (by label, in graph order): rows in and out, drops, watermarks, lag.
 
         Read from the queries that ran (the sinks' and the collected
@@ -226,7 +232,7 @@ class SparkStreamingResult:
             self._prepare_nodes(leaves)
             found = self._observed()
         counts, marks = found
-        out: dict[str, TransformMetrics] = {}
+        out = PipelineMetrics()
         for node in nodes:
             rows_out = counts.get(f"n_{node.id}.rows", 0)
             rows_in = sum(counts.get(f"n_{i}.rows", 0) for i in node.inputs)
@@ -234,8 +240,10 @@ class SparkStreamingResult:
                 rows_in = rows_out
             invalid = counts.get(f"in_{node.id}.invalid", 0)
             late = 0
-            if isinstance(node.transform, (WithWatermark, Union, Join)):
+            if isinstance(node.transform, (WithWatermark, Union)):
                 late = rows_in - rows_out - invalid
+            elif isinstance(node.transform, Join):  # a join's rows out are not its rows in
+                late = _filtered_out(counts, node.id)
             watermarks, lags = streaming_watermarks(node, counts, marks.get(node.id))
             out[node.label] = TransformMetrics(
                 rows_in=rows_in,

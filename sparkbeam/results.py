@@ -1,0 +1,64 @@
+"""What every runner's result shows alike: rows as frames and the pipeline as a picture.
+
+`DirectResult`, `SparkResult` and `SparkStreamingResult` inherit `ResultViews`, so
+`to_pandas`, `to_arrow` and `graph` are the same on both runners: built from
+`collect` and `metrics`, which each runner implements.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from sparkbeam.metrics import TransformMetrics
+from sparkbeam.pipeline_graph import PipelineGraph
+from sparkbeam.schema import Row
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+
+    from sparkbeam.pipeline import PCollection, Pipeline
+
+
+def _frames() -> ModuleType:
+    """`sparkbeam.frames`, which needs pandas and pyarrow (optional dependencies)."""
+    try:
+        return importlib.import_module("sparkbeam.frames")
+    except ImportError as exc:
+        raise ImportError(
+            f"results as frames need pandas and pyarrow ({exc}): pip install 'sparkbeam[frames]'"
+        ) from exc
+
+
+class ResultViews:
+    """`to_pandas`, `to_arrow` and `graph`, over a runner's `collect` and `metrics`."""
+
+    pipeline: Pipeline
+
+    def collect(self, pcoll: PCollection) -> list[Row]:
+        raise NotImplementedError
+
+    def metrics(self) -> dict[str, TransformMetrics]:
+        raise NotImplementedError
+
+    def to_arrow(self, pcoll: PCollection) -> pa.Table:
+        """The rows of `collect(pcoll)` as a `pyarrow.Table`, in its order, typed by the
+        schema (datetimes as `timestamp("us")` without a time zone; `sparkbeam.frames`)."""
+        rows = self.collect(pcoll)
+        table: pa.Table = _frames().rows_to_arrow(rows, pcoll.schema, pcoll.node.label)
+        return table
+
+    def to_pandas(self, pcoll: PCollection) -> pd.DataFrame:
+        """The rows of `collect(pcoll)` as a `pandas.DataFrame`, in its order, typed by the
+        schema (datetimes as `datetime64[us]`, integers as `int64`, or `Int64` where a
+        `None` occurs; `sparkbeam.frames`)."""
+        frame: pd.DataFrame = _frames().rows_to_pandas(self.collect(pcoll), pcoll.schema)
+        return frame
+
+    def graph(self) -> PipelineGraph:
+        """The pipeline's picture with this run's counts: rows per edge, and the late and
+        invalid rows and watermarks of each `WithWatermark`, `Union` and `Join` (from
+        `metrics()`, so on Spark it may run the queries `metrics()` runs)."""
+        return PipelineGraph.of(self.pipeline.nodes, self.metrics())
