@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything sparkbeam needs on a fresh machine, idempotently:
 # Java 17+ (for the Spark runner), a virtualenv in .venv, and the package
-# with its spark and test extras. Re-running it is cheap: pip is skipped
+# with its spark, connect and test extras. Re-running it is cheap: pip is skipped
 # while pyproject.toml is unchanged.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,7 +35,7 @@ fi
 stamp="$VENV/.sparkbeam-installed"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   "$VENV/bin/python" -m pip install -q --upgrade pip
-  "$VENV/bin/python" -m pip install -q -e '.[spark,test]'
+  "$VENV/bin/python" -m pip install -q -e '.[spark,connect,test]'
   touch "$stamp"
 fi
 
