@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -113,7 +114,7 @@ class ConnectServer:
                     if self.process.poll() is not None
                     else f"not listening after {STARTUP_SECONDS} s"
                 )
-                self.stop()
+                self.stop(keep_logs=True)
                 raise RuntimeError(
                     f"Spark Connect server on port {self.port} {why}; its log "
                     f"({self.log}) ends:\n{self.log_tail()}"
@@ -125,8 +126,9 @@ class ConnectServer:
             return "".join(handle.readlines()[-lines:])
         return "(no log)"
 
-    def stop(self) -> None:
-        """End the server and every process below it: politely, then by force."""
+    def stop(self, keep_logs: bool = False) -> None:
+        """End the server and every process below it (politely, then by force), and remove
+        its directory unless `keep_logs`."""
         process = self.process
         if process is None:
             return
@@ -143,6 +145,8 @@ class ConnectServer:
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=10)
         self.process = None
+        if not keep_logs:
+            shutil.rmtree(self.directory, ignore_errors=True)
 
 
 @contextlib.contextmanager

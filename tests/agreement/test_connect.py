@@ -11,6 +11,7 @@ Few, to keep the suite's budget: the classic session runs all of them.
 from __future__ import annotations
 
 import os
+import pickle
 from typing import Any
 
 import pytest
@@ -41,22 +42,33 @@ def test_bounded_pipelines_agree(name: str, connect_runner: Any) -> None:
 
 def test_streaming_essentials_agree_epoch_by_epoch(connect_runner: Any) -> None:
     """Watermark (late and invalid rows), tumble + sum, Sort, Session, a window Join and
-    late_rows(): the two failures issue 13 reported (a window sum without its watermark,
-    observed metrics as JSON) are in here."""
-    assert_agree_epoch_by_epoch(essentials, connect_runner)
+    late_rows(), and metrics(): the two failures issue 13 reported (a window sum without its
+    watermark, observed metrics as JSON) are in here."""
+    assert_agree_epoch_by_epoch(essentials, connect_runner, metrics=True)
 
 
-def test_file_sink_goes_on_from_its_checkpoint(connect_spark: Any, tmp_path: Any) -> None:
-    """Spark's own file source and file sink with a checkpoint, stopped after two epochs and
-    started again on it: the sink holds every row once, as the direct runner emits them."""
-    source, out, checkpoints = (str(tmp_path / name) for name in ("in", "out", "ckpt"))
+def test_sinks_go_on_from_their_checkpoints(connect_spark: Any, tmp_path: Any) -> None:
+    """Spark's own file source into a file sink and a `ForEachBatch`, with checkpoints,
+    stopped after two epochs and started again on them: the file sink holds every row once,
+    as the direct runner emits them; the callback (run by Spark Connect in the server's
+    Python, here on this machine) saw the same rows."""
+    source, out, calls, checkpoints = (
+        str(tmp_path / name) for name in ("in", "out", "calls", "ckpt")
+    )
     os.makedirs(source)
+    os.makedirs(calls)
     watermarked: list[Any] = []
+
+    def record(rows: list[dict[str, Any]], batch_id: int) -> None:
+        with open(os.path.join(calls, f"batch-{batch_id:04d}.pickle"), "wb") as handle:
+            pickle.dump(rows, handle)  # keyed on the batch id: a replayed batch overwrites
 
     def start() -> Any:
         runner = sb.SparkRunner(spark=connect_spark, checkpoint_location=checkpoints)
         p = sb.Pipeline(runner=runner)
-        per_window(p, source, watermarked=watermarked).write_files(out)
+        windows = per_window(p, source, watermarked=watermarked)
+        windows.write_files(out)
+        windows.for_each_batch(record)
         return p.run()
 
     write_epoch(source, 0)
@@ -69,7 +81,13 @@ def test_file_sink_goes_on_from_its_checkpoint(connect_spark: Any, tmp_path: Any
 
     write_epoch(source, 2)
     write_epoch(source, 3)
-    second = start()  # from the checkpoint: epochs 2 and 3 only
+    second = start()  # from the checkpoints: epochs 2 and 3 only
     second.process_all_available()
     second.stop()
-    assert row_multiset(read_sink(out)) == row_multiset(direct_before_flush(source))
+    expected = row_multiset(direct_before_flush(source))
+    assert row_multiset(read_sink(out)) == expected
+    called = []
+    for name in sorted(os.listdir(calls)):
+        with open(os.path.join(calls, name), "rb") as handle:
+            called += pickle.load(handle)
+    assert row_multiset(called) == expected
