@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 import sparkbeam as sb
+from tests.connect_server import ConnectServer, connect_mode
 
 settings.register_profile(
     "ci",
@@ -71,6 +72,31 @@ def spark(lake_directory: Any) -> Iterator[Any]:
 @pytest.fixture(scope="session")
 def spark_runner(spark: Any) -> Any:
     return sb.SparkRunner(spark=spark)
+
+
+@pytest.fixture(scope="module")
+def connect_spark() -> Iterator[Any]:
+    """A Spark Connect session on a server started for the module from pyspark's own
+    `sbin/start-connect-server.sh` (`tests/connect_server.py`), stopped after it. While
+    the module runs, PySpark's functions build Connect columns (`connect_mode`)."""
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    server = ConnectServer()
+    try:
+        server.start()
+        with connect_mode():
+            session = ConnectSession.builder.remote(server.url).getOrCreate()
+            try:
+                yield session
+            finally:
+                session.stop()
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def connect_runner(connect_spark: Any) -> Any:
+    return sb.SparkRunner(spark=connect_spark)
 
 
 @pytest.fixture(params=["direct", pytest.param("spark", marks=pytest.mark.spark)])

@@ -274,6 +274,39 @@ def file_epochs(p: sb.Pipeline, directory: str) -> StreamOutputs:
     return {"windows": windows}, [w]
 
 
+def essentials(p: sb.Pipeline) -> StreamOutputs:
+    """One short source through each kind of streaming operator the Spark runner builds, in
+    few queries and no Python function (Spark Connect's tests): a watermark with late and
+    invalid rows, a window sum, a sort, sessions counted, a window join, the late rows."""
+    stream = (
+        sb.TestStream()
+        .add_epoch([{"k": "a", "v": 1, "t": at(10)}, {"k": "b", "v": 2, "t": at(8)}])
+        .add_epoch(
+            [
+                {"k": "a", "v": 3, "t": at(5)},  # == watermark 10:05: kept
+                {"k": "b", "v": 4, "t": at(5, -1)},  # one microsecond below: late
+                {"k": "b", "v": 5, "t": at(5, 1)},
+                {"k": "c", "v": 6, "t": None},  # no event time: invalid
+                {"k": "a", "v": 7, "t": at(12.5)},
+            ]
+        )
+        .add_epoch([{"k": "c", "v": 8, "t": at(21)}, {"k": "a", "v": 9, "t": at(16, 999)}])
+    )
+    w = (p | stream).with_watermark("t", "5 minutes")
+    windows = w.tumble("t", "2 minutes")
+    amounts = windows.select("k", "v", "window_start")
+    times = windows.select("k", "t", "window_start")
+    return {
+        "sums": windows.combine_per_key(["k", "window_start"], total=sb.Sum("v")),
+        "sorted": w.sort("t"),
+        "sessions": w.session("t", "3 minutes", keys="k").combine_per_key(
+            ["k", "window_start", "window_end"], n=sb.Count()
+        ),
+        "joined": amounts.join(times, on=["k", "window_start"]),
+        "late": w.late_rows(),
+    }, [w]
+
+
 STREAM_BUILDERS: dict[str, Any] = {
     "hourly": hourly,
     "sessions": sessions,

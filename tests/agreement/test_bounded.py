@@ -19,6 +19,12 @@ def run(builder: Any, runner: Any) -> dict[str, list[dict[str, Any]]]:
 
 @pytest.mark.parametrize("name", sorted(BUILDERS))
 def test_runners_agree(name: str, spark_runner: Any) -> None:
+    assert_runners_agree(name, spark_runner)
+
+
+def assert_runners_agree(name: str, spark_runner: Any) -> None:
+    """The Spark runner on `spark_runner`'s session gives the direct runner's rows for the
+    shared bounded pipeline `name` (in order within keys, where it sorts)."""
     direct = run(BUILDERS[name], sb.DirectRunner())
     spark = run(BUILDERS[name], spark_runner)
     assert direct.keys() == spark.keys()

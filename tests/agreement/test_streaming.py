@@ -12,7 +12,11 @@ from tests.agreement.pipelines import row_multiset
 from tests.agreement.streams import STREAM_BUILDERS, file_epochs, orders_stream
 
 
-def run(builder: Any, runner: Any) -> tuple[dict[str, list[list[dict[str, Any]]]], list[Any]]:
+def run(
+    builder: Any, runner: Any, results: list[Any] | None = None
+) -> tuple[dict[str, list[list[dict[str, Any]]]], list[Any]]:
+    """Each output's rows by epoch, and each watermark's late and invalid counts (the
+    result goes into `results` when given)."""
     p = sb.Pipeline(runner=runner)
     outputs, watermarked = builder(p)
     result = p.run()
@@ -20,14 +24,35 @@ def run(builder: Any, runner: Any) -> tuple[dict[str, list[list[dict[str, Any]]]
         result.prepare(*outputs.values())  # the outputs' queries side by side
     by_epoch = {name: result.collect_by_epoch(pcoll) for name, pcoll in outputs.items()}
     counts = [(result.late_count(w), result.invalid_count(w)) for w in watermarked]
+    if results is not None:
+        results.append(result)
     return by_epoch, counts
 
 
 @pytest.mark.parametrize("name", sorted(STREAM_BUILDERS))
 def test_runners_agree_epoch_by_epoch(name: str, spark_runner: Any) -> None:
-    direct, direct_counts = run(STREAM_BUILDERS[name], sb.DirectRunner())
-    spark, spark_counts = run(STREAM_BUILDERS[name], spark_runner)
+    assert_agree_epoch_by_epoch(STREAM_BUILDERS[name], spark_runner)
+
+
+def assert_agree_epoch_by_epoch(builder: Any, spark_runner: Any, metrics: bool = False) -> None:
+    """The Spark runner on `spark_runner`'s session emits the direct runner's rows in the same
+    epochs for the stream `builder` makes, and drops the same late and invalid rows (with
+    `metrics`, `metrics()` agrees too: rows in and out, and each `WithWatermark`'s drops and
+    watermark)."""
+    results: list[Any] = []
+    direct, direct_counts = run(builder, sb.DirectRunner(), results)
+    spark, spark_counts = run(builder, spark_runner, results)
     assert spark_counts == direct_counts
+    if metrics:
+        direct_metrics, spark_metrics = (
+            {
+                label: (m.rows_in, m.rows_out, m.invalid_rows)
+                + ((m.late_rows, m.watermarks) if "WithWatermark" in label else ())
+                for label, m in result.metrics().items()
+            }
+            for result in results
+        )
+        assert spark_metrics == direct_metrics
     for output, epochs in direct.items():
         assert len(spark[output]) == len(epochs), output
         for index, (want, got) in enumerate(zip(epochs, spark[output], strict=True)):

@@ -64,7 +64,8 @@ def _missing_module_advice(module: str, labels: Sequence[str]) -> str:
     return (
         f"{where}Spark's Python workers cannot import the module {module!r}, where a function "
         "of the pipeline (Map, Filter, CombineFn, ...) lives: install it on the cluster's "
-        "Python, ship it (spark-submit --py-files, SparkContext.addPyFile), or define the "
+        "Python, ship it (spark-submit --py-files, SparkContext.addPyFile; on Spark Connect "
+        "spark.addArtifacts(path, pyfile=True)), or define the "
         "function in the script or register its module with "
         "cloudpickle.register_pickle_by_value"
     )

@@ -120,7 +120,18 @@ def own_judge(kind: type) -> Judge:
 def stateful(frame: DataFrame, judges: Sequence[Column], delay_ms: int = 0) -> DataFrame:
     """`frame` with the judge column Spark's stateful operators key their watermark on."""
     judge = judges[0] if len(judges) == 1 else F.least(*judges)
-    return frame.withColumn(JUDGE, judge.alias(JUDGE, metadata={WATERMARK_DELAY_KEY: delay_ms}))
+    return with_watermark_metadata(frame.withColumn(JUDGE, judge), JUDGE, delay_ms)
+
+
+def with_watermark_metadata(frame: DataFrame, column: str, delay_ms: int = 0) -> DataFrame:
+    """`frame` with Spark's watermark metadata on `column`, which its stateful operators then
+    key their watermark on.
+
+    Set by `withMetadata`, never by an alias inside `withColumn`: Spark
+    Connect's `withColumn` aliases the column again with no metadata, which
+    drops the inner alias's (the query then has no watermark: "append ...
+    without watermark")."""
+    return frame.withMetadata(column, {WATERMARK_DELAY_KEY: delay_ms})
 
 
 def derive_judges(node: Node, inputs: Sequence[Mapping[str, Judge]]) -> dict[str, Judge]:

@@ -34,6 +34,22 @@ def observed(node: Node, frame: DataFrame) -> DataFrame:
     return frame.observe(f"n_{node.id}", *fields)
 
 
+def observed_fields(metric: Any) -> dict[str, Any]:
+    """One observed metric of a `StreamingQueryProgress`, by field name.
+
+    A classic session hands over the metric's `Row`. Spark Connect sends the
+    progress as JSON, where the row is `{"values": [...], "schema": {...}}`,
+    and PySpark (4.x, `StreamingQueryProgress.fromJson`) reads that as a
+    `Row(values=..., schema=...)`: the names are then the schema's fields.
+    """
+    fields: dict[str, Any] = metric.asDict() if hasattr(metric, "asDict") else dict(metric)
+    schema = fields.get("schema")
+    if set(fields) == {"values", "schema"} and isinstance(schema, dict):
+        names = [field["name"] for field in schema.get("fields", ())]
+        return dict(zip(names, fields["values"], strict=True))
+    return fields
+
+
 def streaming_watermarks(
     node: Node, counts: Mapping[str, int], mark: tuple[int, dict[str, Judge]] | None
 ) -> tuple[dict[str, Any], dict[str, Any]]:

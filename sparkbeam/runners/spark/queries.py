@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import threading
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,9 +23,10 @@ from sparkbeam.runners.spark import limits
 from sparkbeam.runners.spark.epochs import Channel, epoch_count, is_live, is_replayed, put_sentinel
 from sparkbeam.runners.spark.judges import Judge
 from sparkbeam.runners.spark.live import Sink
-from sparkbeam.runners.spark.observed import LATEST
+from sparkbeam.runners.spark.observed import LATEST, observed_fields
 from sparkbeam.runners.spark.paths import paths_of, require_staging, scratch_directory
 from sparkbeam.runners.spark.planning import ancestors, origins_meet, stateful_depth
+from sparkbeam.runners.spark.shipping import is_connect
 from sparkbeam.runners.spark.streaming import MAX_POLICY, StreamingTranslation
 from sparkbeam.schema import columns_to_rows
 from sparkbeam.transforms.watermark import WithWatermark
@@ -72,6 +74,10 @@ class Stage:
         self.watermark_ms: int | None = None
         """Spark's watermark after the last epoch before the end of input (`record_watermark`)."""
         self.query: Any = None
+        self.memory: str | None = None
+        """On Spark Connect, the memory sink's table that keeps the query's rows."""
+        self.memory_rows = 0
+        """How many rows of the memory sink's table earlier epochs took."""
 
     def start(self, checkpoint: str, trigger: str | None = None) -> None:
         tables = self.tables
@@ -80,7 +86,12 @@ class Stage:
             tables.append(batch.toArrow())
 
         frame = self.translation.frames[self.target.id]
-        if self.sink is None:
+        if self.sink is None and is_connect(self.translation.spark):
+            # Spark Connect runs a foreachBatch function in a Python process of the server,
+            # not here: keep the rows in the server's memory sink and read them from there.
+            self.memory = f"sparkbeam_{uuid.uuid4().hex}"
+            writer = frame.writeStream.format("memory").queryName(self.memory)
+        elif self.sink is None:
             writer = frame.writeStream.foreachBatch(keep)
         else:
             writer = self.sink(frame.select(*self.target.info.schema.names))
@@ -125,6 +136,11 @@ class Stage:
         schema = self.target.info.schema
         start = len(self.tables)
         self.query.processAllAvailable()
+        if self.memory is not None:
+            # the memory sink appends each micro-batch's rows to its table, in batch order
+            table = self.translation.spark.table(self.memory).toArrow()
+            self.tables.append(table.slice(self.memory_rows))
+            self.memory_rows = table.num_rows
         columns: dict[str, list[Any]] = {name: [] for name in schema.names}
         for table in self.tables[start:]:
             for name, values in from_arrow(table, schema).items():
@@ -151,7 +167,7 @@ class Stage:
                 continue
             self.seen_batches.add(progress["batchId"])
             for name, metric in observed.items():
-                for field, value in metric.asDict().items():
+                for field, value in observed_fields(metric).items():
                     key = f"{name}.{field}"
                     if field.startswith(LATEST):  # the largest value so far (None: no rows)
                         if value is not None:
@@ -364,6 +380,8 @@ class StreamingRun:
         for stage in self.stages:
             if stage.query is not None:
                 stage.query.stop()
+            if stage.memory is not None:
+                self.spark.catalog.dropTempView(stage.memory)
         if not self.keep:
             with contextlib.suppress(Exception):  # a cleanup: the run's outcome is what counts
                 self.paths.delete(self.directory)

@@ -24,12 +24,12 @@ from sparkbeam.runners.spark.arrow import spark_schema
 from sparkbeam.runners.spark.epochs import SENTINEL, Channel, EpochFeed, is_replayed, source_epochs
 from sparkbeam.runners.spark.judges import (
     JUDGE,
-    WATERMARK_DELAY_KEY,
     Judge,
     as_spark_time,
     derive_judges,
     own_judge,
     stateful,
+    with_watermark_metadata,
 )
 from sparkbeam.runners.spark.keyed_state import recording_state
 from sparkbeam.runners.spark.late_filter import (
@@ -441,8 +441,7 @@ def join(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> M
         left, right, late = judged_sides(run, node, left, right, judges, window_keys)
 
     def marked(frame: DataFrame, name: str, judge: Judge, column: str) -> DataFrame:
-        value = judge(F.col(column)).alias(name, metadata={WATERMARK_DELAY_KEY: 0})
-        return frame.withColumn(name, value)
+        return with_watermark_metadata(frame.withColumn(name, judge(F.col(column))), name)
 
     if window_keys:
         key = window_keys[0]

@@ -51,6 +51,12 @@ SIDE_BY_SIDE = 3
 Spark's scheduling, but each also starts Python workers (functions, `transformWithState`),
 and too many starting at once on a small machine miss Spark's connect-back timeout."""
 
+WORKER_NOT_BACK = "Python worker failed to connect back"
+"""Spark gives a Python process it starts a fixed 10 seconds to connect back; on a loaded
+machine the one a `transformWithState` query starts on the driver to plan its state
+(pre-init) can miss that, and nothing retries it (tasks are retried). A replayed run has
+no state of its own (fresh checkpoint, same epochs), so the runner runs it again once."""
+
 if TYPE_CHECKING:
     from sparkbeam.pipeline import PCollection, Pipeline
 
@@ -140,13 +146,22 @@ class SparkStreamingResult(ResultViews):
         return self._run_node(pcoll.node)
 
     def _run_node(self, node: Node) -> StreamingRun:
-        run = self.runs.get(node.id)
-        if run is None:
+        """The query of `node` over the replayed epochs, run once (and once more from the
+        start when Spark's Python worker did not start in time: `WORKER_NOT_BACK`)."""
+        done = self.runs.get(node.id)
+        if done is not None:
+            return done
+        for attempt in range(2):
             run = StreamingRun(self.spark, self.pipeline.nodes, node, staging=self.staging)
             run.translate()
-            with spark_errors(self.pipeline.nodes):
-                run.execute()
-            self.runs[node.id] = run
+            try:
+                with spark_errors(self.pipeline.nodes):
+                    run.execute()
+                break
+            except Exception as exc:
+                if attempt or WORKER_NOT_BACK not in str(exc):
+                    raise
+        self.runs[node.id] = run
         return run
 
     def prepare(self, *pcolls: PCollection) -> None:

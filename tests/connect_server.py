@@ -1,0 +1,169 @@
+"""A Spark Connect server for tests: pyspark's own `sbin/start-connect-server.sh` on 127.0.0.1.
+
+The server runs in the foreground of its own process group (`--wait`), on a
+free port, `local[2,3]` with few shuffle partitions and no UI, its logs in a
+temporary directory (shown when it fails to start). `stop` ends it and every
+process it started (the JVM and its Python workers).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+CONF = {
+    "spark.connect.grpc.binding.address": "127.0.0.1",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.driver.memory": "1g",
+}
+
+STARTUP_SECONDS = 180
+"""How long the server may take to listen (about 15-20 s on an idle 2-core machine)."""
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as probe:
+        probe.settimeout(1)
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below `pid` (Linux: /proc/<pid>/task/*/children), deepest last."""
+    found: list[int] = []
+    waiting = [pid]
+    while waiting:
+        parent = waiting.pop()
+        for children in Path(f"/proc/{parent}/task").glob("*/children"):
+            with contextlib.suppress(OSError):
+                for child in children.read_text().split():
+                    found.append(int(child))
+                    waiting.append(int(child))
+    return found
+
+
+class ConnectServer:
+    """One Spark Connect server process (tree), started by `start`, ended by `stop`."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.directory = tempfile.mkdtemp(prefix="sparkbeam-connect-")
+        self.log = os.path.join(self.directory, "server.log")
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"sc://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        import pyspark
+
+        home = os.path.dirname(pyspark.__file__)
+        env = {
+            **os.environ,
+            "SPARK_HOME": home,
+            "SPARK_LOG_DIR": self.directory,
+            "SPARK_PID_DIR": self.directory,
+            "SPARK_CONF_DIR": self.directory,  # no spark-defaults.conf from elsewhere
+            "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
+        }
+        command = [
+            os.path.join(home, "sbin", "start-connect-server.sh"),
+            "--wait",  # in the foreground: this process group holds the JVM and its workers
+            "--master",
+            "local[2,3]",
+            "--conf",
+            f"spark.connect.grpc.binding.port={self.port}",
+        ]
+        for key, value in CONF.items():
+            command += ["--conf", f"{key}={value}"]
+        with open(self.log, "wb") as log:
+            self.process = subprocess.Popen(
+                command,
+                env=env,
+                cwd=self.directory,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + STARTUP_SECONDS
+        while not _listening(self.port):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                why = (
+                    f"exited with {self.process.returncode}"
+                    if self.process.poll() is not None
+                    else f"not listening after {STARTUP_SECONDS} s"
+                )
+                self.stop(keep_logs=True)
+                raise RuntimeError(
+                    f"Spark Connect server on port {self.port} {why}; its log "
+                    f"({self.log}) ends:\n{self.log_tail()}"
+                )
+            time.sleep(0.5)
+
+    def log_tail(self, lines: int = 60) -> str:
+        with contextlib.suppress(OSError), open(self.log, errors="replace") as handle:
+            return "".join(handle.readlines()[-lines:])
+        return "(no log)"
+
+    def stop(self, keep_logs: bool = False) -> None:
+        """End the server and every process below it (politely, then by force), and remove
+        its directory unless `keep_logs`."""
+        process = self.process
+        if process is None:
+            return
+        tree = [process.pid, *_descendants(process.pid)]
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=30)
+        for pid in [*tree, *_descendants(process.pid)]:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=10)
+        self.process = None
+        if not keep_logs:
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def connect_mode() -> Iterator[None]:
+    """PySpark's functions (`F.col`, ...) build Spark Connect columns while inside.
+
+    PySpark picks classic or Connect columns by a process-wide switch (the
+    `SPARK_CONNECT_MODE_ENABLED` variable that `SparkSession.builder.remote`
+    sets); a test process that also holds the classic session sets it only
+    while it runs the Connect tests.
+    """
+    before = os.environ.get("SPARK_CONNECT_MODE_ENABLED")
+    os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
+        else:
+            os.environ["SPARK_CONNECT_MODE_ENABLED"] = before
