@@ -59,11 +59,12 @@ after `Sort`, and at every barrier the global watermark
 
 Merges: a unit with several inputs (`Union`, `Join`) takes the rows of an
 epoch at once and its inputs' watermarks and statuses when it aligns the
-barrier (`_apply_deferred`), so it judges every row of an epoch against the
-watermark of the epoch before, whatever the schedule, as parallelism 1 does
-(there every row of an epoch reaches a merge before any watermark of the
-epoch's end). Statuses (`Idleness`) travel like watermarks: broadcast, and
-through an exchange's merger (a port is idle when every producing unit is).
+barrier (`_apply_deferred`), every `ACTIVE` first and the rest in the order
+parallelism 1 delivers them; the operators themselves apply an epoch's
+watermarks at its end (`union.UnionOperator`), so every row of an epoch is
+judged against the watermark of the epoch before, whatever the schedule.
+Statuses (`Idleness`) travel like watermarks: broadcast, and through an
+exchange's merger (a port is idle when every producing unit is).
 
 Dropped rows (`SideRows`) go only to the units of the `DroppedRows` nodes
 reading that kind (forward edges, as for any transform without keys), as
