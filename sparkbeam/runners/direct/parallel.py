@@ -74,11 +74,12 @@ the next one once every filter has ended the last.
 
 What parallelism changes: with `emit="periodic"` everywhere, nothing a run
 gives (rows and late rows per epoch, the sort order within each key, the
-watermark each epoch ends on, counters; tested by random pipelines in
-`tests/runners/direct/test_parallel.py`). What remains: the order of rows
-within an epoch, ties of a `Sort` across units, the watermarks in between
-those an epoch ends on where inputs do not come straight from their filters,
-and, with `emit="event"`, the filters' local watermarks (README).
+watermark each epoch ends on, late and invalid counts; tested by random
+pipelines in `tests/runners/direct/test_parallel.py`). What remains: the
+order of rows within an epoch, ties of a `Sort` across units, the
+watermarks in between those an epoch ends on where inputs do not come
+straight from their filters, peak state sizes, and, with `emit="event"`,
+the filters' local watermarks (README).
 
 Results are merged over units: the rows of a PCollection per epoch in the
 order its units emitted them; its watermarks are those its units emitted,
