@@ -11,6 +11,10 @@ inputs' latest watermarks, emitted as soon as one input has one. Rows of a
 slower input below the output watermark are then late: the `Union` drops
 them (so invariant W holds on its output) and they go to its `late_rows()`.
 
+The inputs' watermarks of an epoch take effect at its end: the rows of an
+epoch are judged against the output watermark of the epoch before (Spark's
+micro-batch), whatever the order in which inputs end the epoch.
+
 Idle inputs (`WithWatermark(idle_after=...)` upstream) are left out of the
 minimum or maximum until they bring rows again; their rows below the output
 watermark are late here too. Inputs that go idle in one epoch are left out

@@ -313,6 +313,33 @@ def test_max_drift_between_watermarks_of_different_types_is_refused() -> None:
 
 
 @by_direct_runner
+@pytest.mark.parametrize("sort_first", [False, True])
+def test_rows_released_at_an_epochs_end_are_judged_against_the_epoch_before(
+    direct: sb.DirectRunner, sort_first: bool
+) -> None:
+    """The Sort releases t=5 at the end of epoch 1 (its watermark rises to 20), when the
+    fast input's watermark rises to 100: the Union judges it against the output watermark
+    of epoch 0 (5: kept), whichever input ends the epoch first, at any parallelism."""
+    p = sb.Pipeline(runner=direct)
+
+    def sorted_slow() -> sb.PCollection:
+        rows = p | "slow" >> stream([{"t": 5}], [{"t": 20}], [])
+        return rows.with_watermark("t", 0).sort("t")
+
+    slow = sorted_slow() if sort_first else None
+    fast = (p | "fast" >> stream([{"t": 0}], [{"t": 100}])).with_watermark("t", 0)
+    merged = fast.union(slow if slow is not None else sorted_slow(), policy="max")
+    result = p.run()
+    assert [sorted(ts(rows)) for rows in result.collect_by_epoch(merged)] == [
+        [0],
+        [5, 100],
+        [],
+        [],
+    ]
+    assert result.late_count(merged) == 1  # 20, released at the end, below 100
+
+
+@by_direct_runner
 def test_policy_max_with_parallel_units_judges_as_parallelism_1(direct: sb.DirectRunner) -> None:
     p = sb.Pipeline(runner=direct)
     fast = (p | "fast" >> stream([{"t": 100}, {"t": 100}], [{"t": 101}])).with_watermark("t", 0)

@@ -9,7 +9,12 @@ minimum of both sides' watermarks) and, for an interval join, by its time
 Late rows: a row whose window key is below the output watermark on it (a
 side slower than the other under `policy="max"`, or back from idle) can
 match nothing without breaking invariant W: it is dropped, counted and sent
-to `late_rows()` laid out as an unmatched row. Idle sides are left out of the
+to `late_rows()` laid out as an unmatched row.
+
+Watermarks: the sides' watermarks of an epoch are applied when it ends
+(`on_barrier`), as `union.UnionOperator` does: every row of an epoch meets
+the state (held rows, watermarks) of the epoch before, whatever the order
+in which the sides end the epoch. Idle sides are left out of the
 merged watermark (`union.WatermarkMerger`); interval conditions keep using
 each side's own watermark.
 
@@ -102,6 +107,8 @@ class JoinOperator(Operator):
         self.size = 0
         self.time_marks: list[Any] = [None, None]
         """The latest watermark of each side on its interval time column."""
+        self.arrived: list[tuple[int, Watermark]] = []
+        """The sides' watermarks of this epoch, applied at its end (`on_barrier`)."""
 
     # rows
 
@@ -207,6 +214,10 @@ class JoinOperator(Operator):
     # watermarks
 
     def on_watermark(self, port: int, watermark: Watermark) -> list[Message]:
+        self.arrived.append((port, watermark))
+        return []
+
+    def _apply(self, port: int, watermark: Watermark) -> list[Message]:
         out_rows: list[list[Any]] = []
         column, value = watermark.column, watermark.value
         merged = self.merger.update(port, watermark)
@@ -229,8 +240,13 @@ class JoinOperator(Operator):
         return [] if status.idle else super().on_status(port, status)
 
     def on_barrier(self, epoch: int) -> list[Message]:
+        """The epoch's watermarks, in arrival order; then the inputs that went idle."""
+        out: list[Message] = []
+        arrived, self.arrived = self.arrived, []
+        for port, watermark in arrived:
+            out += self._apply(port, watermark)
         ports, merged = self.merger.settle()
-        return self._merged(merged) + self.inputs_idle(ports)
+        return out + self._merged(merged) + self.inputs_idle(ports)
 
     def _merged(self, merged: list[tuple[str, Any]]) -> list[Message]:
         """Expire held rows below new merged window-key watermarks; those watermarks."""

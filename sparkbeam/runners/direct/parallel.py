@@ -59,11 +59,12 @@ after `Sort`, and at every barrier the global watermark
 
 Merges: a unit with several inputs (`Union`, `Join`) takes the rows of an
 epoch at once and its inputs' watermarks and statuses when it aligns the
-barrier (`_apply_deferred`), so it judges every row of an epoch against the
-watermark of the epoch before, whatever the schedule, as parallelism 1 does
-(there every row of an epoch reaches a merge before any watermark of the
-epoch's end). Statuses (`Idleness`) travel like watermarks: broadcast, and
-through an exchange's merger (a port is idle when every producing unit is).
+barrier (`_apply_deferred`), every `ACTIVE` first and the rest in the order
+parallelism 1 delivers them; the operators themselves apply an epoch's
+watermarks at its end (`union.UnionOperator`), so every row of an epoch is
+judged against the watermark of the epoch before, whatever the schedule.
+Statuses (`Idleness`) travel like watermarks: broadcast, and through an
+exchange's merger (a port is idle when every producing unit is).
 
 Dropped rows (`SideRows`) go only to the units of the `DroppedRows` nodes
 reading that kind (forward edges, as for any transform without keys), as
@@ -73,11 +74,12 @@ the next one once every filter has ended the last.
 
 What parallelism changes: with `emit="periodic"` everywhere, nothing a run
 gives (rows and late rows per epoch, the sort order within each key, the
-watermark each epoch ends on, counters; tested by random pipelines in
-`tests/runners/direct/test_parallel.py`). What remains: the order of rows
-within an epoch, ties of a `Sort` across units, the watermarks in between
-those an epoch ends on where inputs do not come straight from their filters,
-and, with `emit="event"`, the filters' local watermarks (README).
+watermark each epoch ends on, late and invalid counts; tested by random
+pipelines in `tests/runners/direct/test_parallel.py`). What remains: the
+order of rows within an epoch, ties of a `Sort` across units, the
+watermarks in between those an epoch ends on where inputs do not come
+straight from their filters, peak state sizes, and, with `emit="event"`,
+the filters' local watermarks (README).
 
 Results are merged over units: the rows of a PCollection per epoch in the
 order its units emitted them; its watermarks are those its units emitted,

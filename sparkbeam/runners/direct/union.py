@@ -125,12 +125,18 @@ def late_positions(
 
 
 class UnionOperator(Operator):
-    """Rows pass at once; watermarks through the merger.
+    """Rows pass at once; watermarks through the merger, at the end of each epoch.
 
     A row of an input whose watermark is behind the output watermark (an
     input slower than the fastest under `policy="max"`, or one back from
     idle) is judged against it and dropped when below: a late row, counted
-    and sent to `late_rows()` with the mark it was below.
+    and sent to `late_rows()` with the mark it was below. The inputs'
+    watermarks of an epoch are applied when it ends (`on_barrier`), so every
+    row of an epoch is judged against the output watermark of the epoch
+    before (Spark's micro-batch: the watermark of batch N is computed at the
+    end of batch N-1), whatever the order in which inputs end the epoch:
+    rows a stateful transform upstream releases at an epoch's end would
+    otherwise be judged against whichever inputs' watermarks came first.
 
     Checkpoint: the merger's latest watermark of each input, which inputs are
     idle, and the late count. Rescale: each value becomes the minimum over the
@@ -145,6 +151,8 @@ class UnionOperator(Operator):
         self.merger = WatermarkMerger(len(inputs), node.info.watermarked, transform.policy)
         self.order = [name for name in node.info.schema.names if name in node.info.watermarked]
         self.late_count = 0
+        self.arrived: list[tuple[int, Watermark]] = []
+        """The inputs' watermarks of this epoch, applied at its end (`on_barrier`)."""
 
     def on_chunk(self, port: int, chunk: Chunk) -> list[Message]:
         if not self._emitted:
@@ -168,16 +176,22 @@ class UnionOperator(Operator):
         return out
 
     def on_watermark(self, port: int, watermark: Watermark) -> list[Message]:
-        merged = self.merger.update(port, watermark)
-        return [] if merged is None else self.watermarks([(watermark.column, merged)])
+        self.arrived.append((port, watermark))
+        return []
 
     def on_status(self, port: int, status: Idleness) -> list[Message]:
         self.merger.going(port, status.idle)
         return [] if status.idle else super().on_status(port, status)
 
     def on_barrier(self, epoch: int) -> list[Message]:
-        ports, merged = self.merger.settle()
-        return self.watermarks(merged) + self.inputs_idle(ports)
+        out: list[Message] = []
+        arrived, self.arrived = self.arrived, []
+        for port, watermark in arrived:
+            merged = self.merger.update(port, watermark)
+            if merged is not None:
+                out += self.watermarks([(watermark.column, merged)])
+        ports, merged_all = self.merger.settle()
+        return out + self.watermarks(merged_all) + self.inputs_idle(ports)
 
     def snapshot(self) -> dict[str, Any]:
         return {

@@ -386,8 +386,8 @@ def plans(
     sources = draw(
         st.lists(source_plans(drift, jitter, max_epochs, idle, drifts), min_size=1, max_size=3)
     )
-    pool = [True] * len(sources)
-    """Per row stream: whether only stateless transforms follow its filter (`fresh`)."""
+    streams = len(sources)
+    """How many row streams later steps can read (each source's filter, then more)."""
     steps: list[Step] = []
     kinds = [
         "filter",
@@ -404,36 +404,33 @@ def plans(
         "window_join",
         "interval_join",
     ]
+    policies = st.sampled_from(["min", "max"])
     for step in range(draw(st.integers(1, max_steps))):
         kind = draw(st.sampled_from(kinds))
-        one = st.integers(0, len(pool) - 1)
+        one = st.integers(0, streams - 1)
         i = draw(one)
         if step == 0 and len(sources) > 1 and draw(st.booleans()):
             kind, i = draw(st.sampled_from(["union", "window_join"])), 0  # sources meet
             one = st.just(1)
-        if kind == "filter":
-            steps.append(Step(kind, (i,), (draw(st.integers(2, 4)),)))
-            pool.append(pool[i])
-        elif kind in ("map",):
+        if kind in ("filter", "shift"):
+            steps.append(
+                Step(
+                    kind,
+                    (i,),
+                    (draw(st.integers(2, 4) if kind == "filter" else st.integers(-3, 3)),),
+                )
+            )
+        elif kind == "map":
             steps.append(Step(kind, (i,)))
-            pool.append(pool[i])
-        elif kind == "shift":
-            steps.append(Step(kind, (i,), (draw(st.integers(-3, 3)),)))
-            pool.append(pool[i])
         elif kind == "watermark":
             steps.append(Step(kind, (i,), (draw(delays(jitter)),)))
-            pool.append(pool[i])
         elif kind == "union":
-            if len(pool) < 2:
+            if streams < 2:
                 continue
             j = draw(one.filter(lambda j, i=i: j != i))
-            fresh = pool[i] and pool[j]
-            policy = draw(st.sampled_from(["min", "max"])) if fresh else "min"
-            steps.append(Step(kind, (i, j), (policy,)))
-            pool.append(fresh)
+            steps.append(Step(kind, (i, j), (draw(policies),)))
         elif kind == "sort":
             steps.append(Step(kind, (i,), (draw(st.booleans()),)))
-            pool.append(False)
         elif kind == "tumble_combine":
             steps.append(Step(kind, (i,), (draw(st.integers(1, 8)), draw(st.booleans()))))
         elif kind == "hop_combine":
@@ -442,16 +439,14 @@ def plans(
         elif kind == "session":
             steps.append(Step(kind, (i,), (draw(st.integers(1, 5)), draw(st.booleans()))))
         elif kind == "window_join":
-            j = draw(one)
-            fresh = pool[i] and pool[j] and i != j
-            policy = draw(st.sampled_from(["min", "max"])) if fresh else "min"
             how = draw(st.sampled_from(["inner", "left", "right", "full"]))
-            steps.append(Step(kind, (i, j), (draw(st.integers(1, 8)), how, policy)))
+            steps.append(Step(kind, (i, draw(one)), (draw(st.integers(1, 8)), how, draw(policies))))
         else:
-            j = draw(one)
             how = draw(st.sampled_from(["inner", "left"]))
             low, high = draw(st.integers(-4, 0)), draw(st.integers(0, 4))
-            steps.append(Step(kind, (i, j), (how, low, high)))
+            steps.append(Step(kind, (i, draw(one)), (how, low, high)))
+        if kind in ("filter", "map", "shift", "watermark", "union", "sort"):
+            streams += 1
     return Plan(sources, steps)
 
 

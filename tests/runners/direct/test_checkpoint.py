@@ -371,6 +371,8 @@ def test_union_and_filter_rescale_take_the_common_floor_and_the_maximum() -> Non
     old_unions[0].on_watermark(0, Watermark("t", 5))
     old_unions[0].on_watermark(1, Watermark("t", 7))
     old_unions[1].on_watermark(0, Watermark("t", 6))
+    for union_unit in old_unions:
+        union_unit.on_barrier(0)  # the epoch's watermarks are applied at its end
     fresh_union = _fresh(union)
     assert isinstance(fresh_union, UnionOperator)
     old_unions[1].late_count = 2
