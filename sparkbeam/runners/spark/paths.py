@@ -42,6 +42,7 @@ from sparkbeam.paths import (
     scheme,
 )
 from sparkbeam.runners.spark.sessions import local_cores, master_of
+from sparkbeam.runners.spark.shipping import is_connect
 
 
 def _jvm_of(spark: SparkSession) -> Any:
@@ -218,11 +219,34 @@ def scratch_directory(paths: Paths, staging: str | None, prefix: str) -> str:
     return directory
 
 
+LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+
+
+def connect_host(spark: SparkSession) -> str | None:
+    """The host a Spark Connect session talks to ("" where it does not say); None for a
+    classic session. A server on this machine shares its disk; any other does not."""
+    if not is_connect(spark):
+        return None
+    builder = getattr(getattr(spark, "client", None), "_builder", None)
+    return str(getattr(builder, "host", "") or "")
+
+
 def require_staging(spark: SparkSession, staging: str | None, label: str, source: str) -> None:
     """Refuse to replay a source on a non-local master without a staging location: its epoch
     files would go to the driver's local disk, which the executors do not see."""
     master = master_of(spark)
-    if staging is not None or local_cores(master) is not None:
+    if staging is not None:
+        return
+    remote = connect_host(spark)
+    if remote is not None and remote not in LOOPBACK:
+        raise PipelineError(
+            f"{label}: {source} is replayed through epoch files that the Spark Connect "
+            f"server at {remote!r} reads, and a temporary directory of this client is not "
+            "on its machine; set SparkRunner(staging_location=...) to a URI both this "
+            "client (pyarrow or fsspec) and the server reach under one name (s3://..., "
+            "gs://..., abfss://...)"
+        )
+    if local_cores(master) is not None:
         return
     raise PipelineError(
         f"{label}: {source} is replayed through epoch files that Spark's executors read, and "

@@ -182,3 +182,35 @@ def test_replayed_sources_need_a_staging_location_off_a_local_master() -> None:
     assert "staging_location" in message
     require_staging(cluster, "hdfs://nn/staging", "counts", "TestStream")
     require_staging(_Session("local[2]"), None, "counts", "TestStream")
+
+
+class _Builder:
+    def __init__(self, host: str) -> None:
+        self.host = host
+
+
+class _Client:
+    def __init__(self, host: str) -> None:
+        self._builder = _Builder(host)
+
+
+class _ConnectSession(_Session):
+    """What the runner reads of a Spark Connect session: its master and its server's host."""
+
+    __module__ = "pyspark.sql.connect.session"
+
+    def __init__(self, master: str, host: str) -> None:
+        super().__init__(master)
+        self.client = _Client(host)
+
+
+def test_replayed_sources_on_a_remote_connect_server_need_a_staging_location() -> None:
+    # The server's own master is local, but its disk is not this client's.
+    remote: Any = _ConnectSession("local[4]", "spark.example.com")
+    with pytest.raises(sb.PipelineError) as caught:
+        require_staging(remote, None, "counts", "TestStream")
+    message = str(caught.value)
+    assert "counts" in message and "'spark.example.com'" in message
+    assert "staging_location" in message
+    require_staging(remote, "s3://bucket/staging", "counts", "TestStream")
+    require_staging(_ConnectSession("local[4]", "127.0.0.1"), None, "counts", "TestStream")
