@@ -20,6 +20,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 CONF = {
     "spark.connect.grpc.binding.address": "127.0.0.1",
     "spark.ui.enabled": "false",
@@ -85,6 +87,12 @@ class ConnectServer:
             "SPARK_PID_DIR": self.directory,
             "SPARK_CONF_DIR": self.directory,  # no spark-defaults.conf from elsewhere
             "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
+            # The agreement pipelines' functions live in this repository's `tests` package,
+            # which cloudpickle sends by name: the server's Python workers import it from
+            # here, as a cluster imports a job's own installed modules.
+            "PYTHONPATH": os.pathsep.join(
+                [ROOT, *filter(None, [os.environ.get("PYTHONPATH")])]
+            ),
         }
         command = [
             os.path.join(home, "sbin", "start-connect-server.sh"),
