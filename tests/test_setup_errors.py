@@ -1,0 +1,202 @@
+"""Setup mistakes get a `PipelineError` that names the option, the value and what to do
+(issue 19): runner options when the runner is made, a pipeline that writes what it reads when
+it is translated, `mode="error"` every run, results asked for what the run did not compute."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+
+import sparkbeam as sb
+from sparkbeam.runners.direct.checkpoint import MAX_PARALLELISM
+
+SPARK_OPTIONS = [
+    ({"master": "nonsense"}, ["master='nonsense'", "local[*]"]),
+    ({"master": "local[0]"}, ["master='local[0]'", "no core", "local[N]"]),
+    ({"master": "local[0,2]"}, ["local[0,2]", "no core"]),
+    ({"master": 5}, ["master=5"]),
+    ({"spark": "x"}, ["spark='x'", "not a SparkSession"]),
+    ({"conf": "x"}, ["conf='x'", "dict"]),
+    (
+        {"conf": {"spark.sql.shuffle.partitions": "many"}},
+        ["spark.sql.shuffle.partitions", "'many'", "whole number"],
+    ),
+    (
+        {"conf": {"spark.sql.shuffle.partitions": 0}},
+        ["spark.sql.shuffle.partitions", "'0'", ">= 1"],
+    ),
+    (
+        {"conf": {"spark.sql.session.timeZone": "Mars/Olympus"}},
+        ["spark.sql.session.timeZone", "'Mars/Olympus'", "time zone"],
+    ),
+    ({"conf": {"spark.driver.memory": "lots"}}, ["spark.driver.memory", "'lots'", "4g"]),
+    ({"conf": {"spark.ui.enabled": "yes"}}, ["spark.ui.enabled", "'yes'", "'true' or 'false'"]),
+    ({"conf": {5: "x"}}, ["conf key 5"]),
+    ({"conf": {"spark.app.name": ["x"]}}, ["spark.app.name", "['x']"]),
+    ({"trigger": "soon"}, ["trigger='soon'", "10 seconds"]),
+    ({"trigger": 10}, ["trigger=10", "10 seconds"]),
+    ({"trigger": "1 month"}, ["trigger='1 month'"]),
+    ({"checkpoint_location": 5}, ["checkpoint_location=5", "path"]),
+    ({"checkpoint_location": ""}, ["checkpoint_location=''", "path"]),
+    ({"staging_location": 5.0}, ["staging_location=5.0", "path"]),
+    ({"ship_package": "no"}, ["ship_package='no'", "True or False"]),
+]
+
+
+@pytest.mark.parametrize(("options", "named"), SPARK_OPTIONS, ids=lambda v: repr(v)[:40])
+def test_spark_runner_refuses_bad_options_when_made(
+    options: dict[str, Any], named: list[str]
+) -> None:
+    with pytest.raises(sb.PipelineError) as caught:
+        sb.SparkRunner(**options)
+    message = str(caught.value)
+    assert message.startswith("SparkRunner: ")
+    for text in named:
+        assert text in message
+    assert "py4j" not in message.lower() and "java" not in message.lower()
+
+
+@pytest.mark.parametrize(
+    "master",
+    [
+        "local",
+        "local[1]",
+        "local[*]",
+        "local[2,3]",
+        "local[*,4]",
+        "yarn",
+        "spark://host:7077",
+        "spark://a:7077,b:7077",
+        "k8s://https://host:443",
+        "mesos://host:5050",
+        "sc://localhost:15002",
+        "local-cluster[2,1,1024]",
+    ],
+)
+def test_spark_runner_takes_every_master_form(master: str) -> None:
+    assert sb.SparkRunner(master=master).master == master
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("spark.sql.session.timeZone", zone)
+        for zone in (
+            "UTC",
+            "Europe/Berlin",
+            "America/Los_Angeles",
+            "+01:00",
+            "-08",
+            "GMT+1",
+            "Z",
+            "PST",
+        )
+    ]
+    + [
+        ("spark.sql.shuffle.partitions", 4),
+        ("spark.driver.memory", "2g"),
+        ("spark.ui.enabled", False),
+        ("spark.sql.autoBroadcastJoinThreshold", "-1"),
+        ("spark.some.unknown.setting", "anything"),
+    ],
+)
+def test_spark_runner_takes_valid_conf(key: str, value: Any) -> None:
+    runner = sb.SparkRunner(conf={key: value})
+    assert runner.conf[key] == (str(value).lower() if isinstance(value, bool) else str(value))
+
+
+@pytest.mark.parametrize(
+    "trigger",
+    [
+        "10 seconds",
+        "1 minute",
+        "500 milliseconds",
+        "interval 2 seconds",
+        "1 minute 30 seconds",
+        "0 seconds",
+    ],
+)
+def test_spark_runner_takes_spark_trigger_intervals(trigger: str) -> None:
+    assert sb.SparkRunner(trigger=trigger).trigger == trigger
+
+
+def test_a_session_that_does_not_start_is_a_pipeline_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What Spark checks only when it starts (here: a failing builder) names master and conf."""
+    from pyspark.sql import SparkSession
+
+    from sparkbeam.runners.spark import runner as spark_runner
+
+    class Failing:
+        def master(self, _: str) -> Failing:
+            return self
+
+        def appName(self, _: str) -> Failing:
+            return self
+
+        def config(self, *_: str) -> Failing:
+            return self
+
+        def getOrCreate(self) -> None:
+            raise RuntimeError(
+                "java.lang.IllegalArgumentException: bad value\n\tat org.apache.spark.X(X.java:1)"
+            )
+
+    monkeypatch.setattr(spark_runner, "active_session", lambda: None)
+    monkeypatch.setattr(SparkSession, "builder", Failing())
+    runner = sb.SparkRunner(master="local[1]", conf={"spark.executor.extraJavaOptions": "-Xbad"})
+    with pytest.raises(sb.PipelineError) as caught:
+        runner.spark  # noqa: B018
+    message = str(caught.value)
+    assert "master='local[1]'" in message and "spark.executor.extraJavaOptions='-Xbad'" in message
+    assert "IllegalArgumentException: bad value" in message
+    assert "java.lang" not in message and "X.java" not in message
+
+
+@pytest.mark.parametrize(
+    ("runner", "named"),
+    [
+        (5, ["runner=5", "'direct'"]),
+        (sb.DirectRunner, ["runner=DirectRunner", "DirectRunner()"]),
+        (sb.SparkRunner, ["runner=SparkRunner", "SparkRunner()"]),
+        ("flink", ["'flink'", "direct"]),
+    ],
+    ids=["int", "direct-class", "spark-class", "unknown-name"],
+)
+def test_pipeline_refuses_what_is_not_a_runner(runner: Any, named: list[str]) -> None:
+    with pytest.raises(sb.PipelineError) as caught:
+        sb.Pipeline(runner=runner)
+    for text in named:
+        assert text in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        (
+            {"parallelism": MAX_PARALLELISM + 1},
+            [f"parallelism={MAX_PARALLELISM + 1}", f"at most {MAX_PARALLELISM}"],
+        ),
+        ({"parallelism": 10**6}, [f"parallelism={10**6}"]),
+        ({"rescale": {0: 200}}, ["epoch 0=200", f"at most {MAX_PARALLELISM}"]),
+        ({"parallelism": 0}, ["parallelism", ">= 1", "0"]),
+        ({"parallelism": "2"}, ["parallelism", "'2'"]),
+        ({"check_invariants": "yes"}, ["check_invariants='yes'"]),
+    ],
+    ids=repr,
+)
+def test_direct_runner_refuses_bad_options_when_made(
+    options: dict[str, Any], named: list[str]
+) -> None:
+    with pytest.raises(sb.PipelineError) as caught:
+        sb.DirectRunner(**options)
+    for text in named:
+        assert text in str(caught.value)
+
+
+def test_direct_runner_runs_at_its_largest_parallelism_bound_is_allowed() -> None:
+    assert sb.DirectRunner(parallelism=MAX_PARALLELISM).plan.parallelism == MAX_PARALLELISM
+
+
+ROWS = [{"k": "a", "v": 1, "t": dt.datetime(2026, 4, 1, 10, 0)}]
