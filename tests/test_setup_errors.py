@@ -200,3 +200,82 @@ def test_direct_runner_runs_at_its_largest_parallelism_bound_is_allowed() -> Non
 
 
 ROWS = [{"k": "a", "v": 1, "t": dt.datetime(2026, 4, 1, 10, 0)}]
+
+
+def _orders(directory: Any) -> str:
+    """A directory of orders, written by the direct runner."""
+    path = str(directory / "orders")
+    with sb.Pipeline() as p:
+        p | sb.Create(ROWS) | sb.WriteFiles(path)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("read", "write"),
+    [
+        ("orders", "orders"),
+        ("orders", "orders/"),
+        ("orders", "./x/../orders"),
+        ("orders", "orders/sub"),
+        ("orders", ""),
+        ("orders/", "file://{tmp}/orders"),
+    ],
+    ids=["same", "trailing-slash", "dots", "inside-input", "around-input", "file-uri"],
+)
+def test_a_pipeline_that_writes_what_it_reads_is_refused(
+    runner: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, read: str, write: str
+) -> None:
+    """Issue 19, item 1: on Spark, overwriting the input emptied it before it was read."""
+    _orders(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    target = write.format(tmp=tmp_path) or str(tmp_path)
+    p = sb.Pipeline(runner=runner)
+    (p | sb.ReadFiles(read)).write_files(target, mode="overwrite")
+    with pytest.raises(sb.PipelineError) as caught:
+        p.run()
+    message = str(caught.value)
+    assert message.startswith("WriteFiles(") and "ReadFiles(orders)" in message
+    assert repr(target) in message and "another path" in message
+    assert len(_read_back(tmp_path / "orders")) == 1  # the input is still there
+
+
+def _read_back(path: Any) -> list[dict[str, Any]]:
+    with sb.Pipeline() as p:
+        rows = p | sb.ReadFiles(str(path))
+    return p.result.collect(rows)
+
+
+def test_two_writes_to_one_path_are_refused(runner: Any, tmp_path: Any) -> None:
+    p = sb.Pipeline(runner=runner)
+    rows = p | sb.Create(ROWS)
+    rows | "first" >> sb.WriteFiles(str(tmp_path / "out"))
+    rows | "second" >> sb.WriteFiles(str(tmp_path / "out" / "more"))
+    with pytest.raises(sb.PipelineError, match=r"second: .* overlaps the output of first"):
+        p.run()
+
+
+def test_mode_error_is_checked_every_run(runner: Any, tmp_path: Any) -> None:
+    """Issue 19, item 10: run twice, the direct runner overwrote silently and Spark raised a
+    bare `AnalysisException [PATH_ALREADY_EXISTS]`."""
+    target = str(tmp_path / "out")
+    p = sb.Pipeline(runner=runner)
+    (p | sb.Create(ROWS)).write_files(target, mode="error")
+    p.run()
+    assert len(_read_back(target)) == 1
+    with pytest.raises(sb.PipelineError) as caught:
+        p.run()
+    message = str(caught.value)
+    assert message.startswith("WriteFiles(out): ") and repr(target) in message
+    assert "mode='error'" in message and "mode='overwrite'" in message
+    assert "PATH_ALREADY_EXISTS" not in message
+
+
+def test_a_pcollection_added_after_the_run_is_not_in_its_result(runner: Any) -> None:
+    """Issue 19, item 10: a bare `KeyError: 1` on Spark."""
+    p = sb.Pipeline(runner=runner)
+    rows = p | sb.Create(ROWS)
+    result = p.run()
+    later = rows.select("k")
+    with pytest.raises(sb.PipelineError, match=r"added to the pipeline after this result's run"):
+        result.collect(later)
+    assert result.collect(rows) == ROWS

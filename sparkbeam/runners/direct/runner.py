@@ -9,6 +9,7 @@ from sparkbeam.errors import PipelineError
 from sparkbeam.graph import EdgeInfo, Node
 from sparkbeam.messages import Watermark
 from sparkbeam.metrics import PipelineMetrics, TransformMetrics
+from sparkbeam.paths import DRIVER
 from sparkbeam.results import ResultViews
 from sparkbeam.runners.direct import limits
 from sparkbeam.runners.direct.checkpoint import CheckpointPlan, Recovery
@@ -32,6 +33,7 @@ from sparkbeam.runners.direct.sources import CreateOperator, TestStreamOperator
 from sparkbeam.runners.direct.union import UnionOperator
 from sparkbeam.runners.direct.watermark import WatermarkFilter
 from sparkbeam.runners.direct.windows import HopOperator, TumbleOperator
+from sparkbeam.runners.shared.writes import refuse_existing_outputs, refuse_overlapping_writes
 from sparkbeam.schema import Row, columns_to_rows, to_external
 from sparkbeam.time import ONE_MICROSECOND
 from sparkbeam.transforms.combine import CombinePerKey
@@ -176,7 +178,10 @@ class DirectRunner:
         )
 
     def _check(self, nodes: Sequence[Node]) -> None:
-        """Refuse what this runner does not model, before anything runs."""
+        """Refuse what this runner does not model, and writes that would lose rows, before
+        anything runs."""
+        refuse_overlapping_writes(nodes)
+        refuse_existing_outputs(nodes, DRIVER)
         bounded = all(node.info.bounded for node in nodes)
         for node in nodes:
             transform = node.transform

@@ -12,6 +12,7 @@ from pyspark.sql import SparkSession
 from sparkbeam.arrow import from_arrow
 from sparkbeam.errors import PipelineError
 from sparkbeam.paths import join
+from sparkbeam.runners.shared.writes import refuse_existing_outputs, refuse_overlapping_writes
 from sparkbeam.runners.spark.engine_errors import spark_errors
 from sparkbeam.runners.spark.limits import refuse_streaming_limits
 from sparkbeam.runners.spark.options import (
@@ -135,6 +136,7 @@ class SparkRunner:
         return self._spark
 
     def run(self, pipeline: Pipeline) -> SparkResult | SparkStreamingResult:
+        refuse_overlapping_writes(pipeline.nodes)
         if self.ship_package:
             ship_package(self.spark)
         if any(not node.info.bounded for node in pipeline.nodes):
@@ -152,6 +154,7 @@ class SparkRunner:
             result = SparkStreamingResult(pipeline, spark, self.staging_location)
             result.start_sinks(self.checkpoint_location, self.trigger)
             return result
+        refuse_existing_outputs(pipeline.nodes, self.paths)
         translation = Translation(self.spark, pipeline.nodes)
         translation.run()
         for node, frame in translation.writes:

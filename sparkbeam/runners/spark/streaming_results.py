@@ -16,6 +16,7 @@ from sparkbeam.graph import Node
 from sparkbeam.metrics import PipelineMetrics, TransformMetrics
 from sparkbeam.paths import join
 from sparkbeam.results import ResultViews
+from sparkbeam.runners.shared.writes import refuse_existing_output
 from sparkbeam.runners.spark.engine_errors import spark_errors
 from sparkbeam.runners.spark.judges import Judge
 from sparkbeam.runners.spark.live import sink_of
@@ -106,6 +107,11 @@ class SparkStreamingResult(ResultViews):
                 )
                 planned.append((node, run))
                 run.translate()
+            for node, run in planned:  # every run: an earlier one may have written the path
+                written = node.transform
+                fresh = not run.resumed
+                if isinstance(written, WriteFiles) and written.mode == "error" and fresh:
+                    refuse_existing_output(node.label, written.path, run.paths)
         except BaseException:
             for _, run in planned:
                 run.stop()
