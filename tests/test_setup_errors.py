@@ -279,3 +279,23 @@ def test_a_pcollection_added_after_the_run_is_not_in_its_result(runner: Any) -> 
     with pytest.raises(sb.PipelineError, match=r"added to the pipeline after this result's run"):
         result.collect(later)
     assert result.collect(rows) == ROWS
+
+
+@pytest.mark.parametrize(
+    ("apply", "named"),
+    [
+        (lambda rows: rows.session("t", gap=60, keys=5), "Session: keys=5"),
+        (lambda rows: rows.combine_per_key(None, n=sb.Count()), "CombinePerKey: keys=None"),
+        (lambda rows: rows.combine_per_key(["k", 1], n=sb.Count()), "CombinePerKey: keys=['k', 1]"),
+        (lambda rows: rows.sort("t", keys=5), "Sort: keys=5"),
+        (lambda rows: rows.join(rows, on=None), "Join: on=None"),
+    ],
+    ids=["session", "combine-none", "combine-not-str", "sort", "join"],
+)
+def test_keys_that_are_not_column_names_are_refused(apply: Any, named: str) -> None:
+    """Issue 19: `Session(keys=5)` and `combine_per_key(None, ...)` gave a bare `TypeError`."""
+    p = sb.Pipeline()
+    rows = (p | sb.Create(ROWS)).with_watermark("t", delay=0)
+    with pytest.raises(sb.PipelineError) as caught:
+        apply(rows)
+    assert str(caught.value).startswith(named) and "column name" in str(caught.value)
