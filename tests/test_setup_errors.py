@@ -299,3 +299,17 @@ def test_keys_that_are_not_column_names_are_refused(apply: Any, named: str) -> N
     with pytest.raises(sb.PipelineError) as caught:
         apply(rows)
     assert str(caught.value).startswith(named) and "column name" in str(caught.value)
+
+
+@pytest.mark.spark
+def test_conf_that_a_given_session_does_not_have_is_refused(spark: Any) -> None:
+    """Issue 19: `conf=` was silently ignored when `spark=` was given. The runner changes no
+    setting of a session it did not start, so a differing `conf` is refused; one the session
+    already has is fine."""
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    assert sb.SparkRunner(spark=spark, conf={"spark.sql.session.timeZone": zone}).conf
+    with pytest.raises(sb.PipelineError) as caught:
+        sb.SparkRunner(spark=spark, conf={"spark.sql.shuffle.partitions": "13"})
+    message = str(caught.value)
+    assert "spark.sql.shuffle.partitions='2' (not '13')" in message
+    assert "spark.conf.set" in message and "leave spark= out" in message
