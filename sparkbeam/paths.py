@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
+import posixpath
 import re
 import urllib.parse
 import uuid
@@ -57,6 +58,24 @@ def local_path(uri: str) -> str:
     if uri.startswith("file:"):
         return urllib.parse.unquote(urllib.parse.urlparse(uri).path)
     return uri
+
+
+def normalised(uri: str) -> str:
+    """`uri` in one spelling, to compare paths: a local path (or `file:` URI) absolute, any other
+    URI with its scheme in lower case; `.`, `..`, repeated and trailing slashes resolved."""
+    if is_local(uri):
+        return os.path.normpath(os.path.abspath(local_path(uri)))
+    parsed = urllib.parse.urlparse(uri)
+    path = posixpath.normpath("/" + parsed.path.lstrip("/")) if parsed.path else "/"
+    return f"{parsed.scheme.lower()}://{parsed.netloc}{path.rstrip('/') or '/'}"
+
+
+def contains(outer: str, inner: str) -> bool:
+    """Whether the normalised path `inner` is `outer` or under it."""
+    if inner == outer:
+        return True
+    prefix = outer if outer.endswith(("/", os.sep)) else outer + ("/" if "://" in outer else os.sep)
+    return inner.startswith(prefix)
 
 
 def join(uri: str, *names: str) -> str:

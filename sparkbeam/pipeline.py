@@ -67,7 +67,17 @@ _RUNNERS = {
 def _resolve_runner(runner: str | Runner | None) -> Runner:
     if runner is None:
         runner = "direct"
+    if isinstance(runner, type):
+        raise PipelineError(
+            f"Pipeline: runner={runner.__name__} is a class; pass a runner made from it, "
+            f"runner={runner.__name__}(), or its name: runner='direct' or 'spark'"
+        )
     if not isinstance(runner, str):
+        if not callable(getattr(runner, "run", None)):
+            raise PipelineError(
+                f"Pipeline: runner={runner!r} is not a runner; use 'direct', 'spark', "
+                "sb.DirectRunner(...) or sb.SparkRunner(...)"
+            )
         return runner
     if runner not in _RUNNERS:
         raise PipelineError(f"unknown runner {runner!r}: use one of {sorted(_RUNNERS)}")

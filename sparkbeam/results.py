@@ -11,6 +11,7 @@ import importlib
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from sparkbeam.errors import PipelineError
 from sparkbeam.metrics import TransformMetrics
 from sparkbeam.pipeline_graph import PipelineGraph
 from sparkbeam.schema import Row
@@ -36,6 +37,20 @@ class ResultViews:
     """`to_pandas`, `to_arrow` and `graph`, over a runner's `collect` and `metrics`."""
 
     pipeline: Pipeline
+    node_count: int
+    """How many nodes the pipeline had when it ran: later ones are not in this result."""
+
+    def of_run(self, pcoll: PCollection) -> PCollection:
+        """`pcoll`, when it is one this run computed; else `PipelineError` saying why not."""
+        if pcoll.pipeline is not self.pipeline:
+            raise PipelineError(f"{pcoll.node.label}: that PCollection is of another pipeline")
+        if pcoll.node.id >= self.node_count:
+            raise PipelineError(
+                f"{pcoll.node.label}: it was added to the pipeline after this result's run, "
+                "so the run did not compute it; run the pipeline again (p.run()) and ask the "
+                "new result"
+            )
+        return pcoll
 
     def collect(self, pcoll: PCollection) -> list[Row]:
         raise NotImplementedError

@@ -24,7 +24,7 @@ from sparkbeam.derivation import WatermarkRule, passing
 from sparkbeam.errors import PipelineError
 from sparkbeam.graph import EdgeInfo, PrimitiveTransform
 from sparkbeam.schema import Schema, type_name
-from sparkbeam.transforms.validation import single_input
+from sparkbeam.transforms.validation import column_names, single_input
 
 
 class CombineFn:
@@ -156,7 +156,7 @@ class CombinePerKey(PrimitiveTransform):
     aggregates: tuple[tuple[str, Any], ...]
 
     def __init__(self, keys: str | Sequence[str], **aggregates: Aggregate) -> None:
-        key_tuple = (keys,) if isinstance(keys, str) else tuple(keys)
+        key_tuple = column_names(keys, "keys", "CombinePerKey")
         if not aggregates:
             raise PipelineError(
                 "CombinePerKey: name at least one aggregate, for example n=sb.Count()"

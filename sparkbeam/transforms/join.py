@@ -42,7 +42,7 @@ from sparkbeam.graph import EdgeInfo, Node, PrimitiveTransform, input_node, node
 from sparkbeam.schema import Schema, type_name
 from sparkbeam.time import Duration, describe_duration
 from sparkbeam.transforms.union import check_policy
-from sparkbeam.transforms.validation import offset_on, require_time_column
+from sparkbeam.transforms.validation import column_names, offset_on, require_time_column
 
 if TYPE_CHECKING:
     from sparkbeam.pipeline import PCollection
@@ -82,7 +82,7 @@ class Join(PrimitiveTransform):
         suffix: str = "_right",
         policy: str = "min",
     ) -> None:
-        keys = (on,) if isinstance(on, str) else tuple(on)
+        keys = column_names(on, "on", "Join")
         if (times is None) != (within is None):
             raise PipelineError(
                 "Join: an interval join needs both times=(left_time, right_time) and "

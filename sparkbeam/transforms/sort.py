@@ -17,7 +17,7 @@ import attrs
 from sparkbeam.derivation import WatermarkRule, passing
 from sparkbeam.errors import PipelineError
 from sparkbeam.graph import EdgeInfo, PrimitiveTransform
-from sparkbeam.transforms.validation import require_time_column, single_input
+from sparkbeam.transforms.validation import column_names, require_time_column, single_input
 
 
 @attrs.frozen(init=False)
@@ -28,7 +28,7 @@ class Sort(PrimitiveTransform):
     keys: tuple[str, ...]
 
     def __init__(self, column: str, keys: str | Sequence[str] = ()) -> None:
-        self.__attrs_init__(column, (keys,) if isinstance(keys, str) else tuple(keys))
+        self.__attrs_init__(column, column_names(keys, "keys", "Sort"))
 
     def default_label(self) -> str:
         return f"Sort({self.column})"

@@ -11,6 +11,18 @@ from sparkbeam.schema import Schema, type_name
 from sparkbeam.time import MICROS_PER_MILLI, duration_micros
 
 
+def column_names(value: object, what: str, transform: str) -> tuple[str, ...]:
+    """`value` (a column name or a list or tuple of them) as a tuple of names; `PipelineError`
+    naming `transform` and `what` (`"keys"`) otherwise."""
+    names = (value,) if isinstance(value, str) else value
+    if isinstance(names, (list, tuple)) and all(isinstance(name, str) for name in names):
+        return tuple(names)
+    raise PipelineError(
+        f"{transform}: {what}={value!r}; give a column name or a list of column names, "
+        f"for example {what}=['user']"
+    )
+
+
 def single_input(inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
     if len(inputs) != 1:
         raise PipelineError(f"{label}: takes one input, got {len(inputs)}")

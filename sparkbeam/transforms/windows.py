@@ -19,6 +19,7 @@ from sparkbeam.graph import EdgeInfo, PrimitiveTransform
 from sparkbeam.schema import Schema
 from sparkbeam.time import Duration, describe_duration
 from sparkbeam.transforms.validation import (
+    column_names,
     duration_on,
     offset_on,
     require_new_columns,
@@ -164,7 +165,7 @@ class Session(PrimitiveTransform):
     keys: tuple[str, ...]
 
     def __init__(self, column: str, gap: Duration, keys: str | Sequence[str] = ()) -> None:
-        self.__attrs_init__(column, gap, (keys,) if isinstance(keys, str) else tuple(keys))
+        self.__attrs_init__(column, gap, column_names(keys, "keys", "Session"))
 
     def default_label(self) -> str:
         return f"Session({self.column})"

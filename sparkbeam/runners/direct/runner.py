@@ -9,6 +9,7 @@ from sparkbeam.errors import PipelineError
 from sparkbeam.graph import EdgeInfo, Node
 from sparkbeam.messages import Watermark
 from sparkbeam.metrics import PipelineMetrics, TransformMetrics
+from sparkbeam.paths import DRIVER
 from sparkbeam.results import ResultViews
 from sparkbeam.runners.direct import limits
 from sparkbeam.runners.direct.checkpoint import CheckpointPlan, Recovery
@@ -32,6 +33,7 @@ from sparkbeam.runners.direct.sources import CreateOperator, TestStreamOperator
 from sparkbeam.runners.direct.union import UnionOperator
 from sparkbeam.runners.direct.watermark import WatermarkFilter
 from sparkbeam.runners.direct.windows import HopOperator, TumbleOperator
+from sparkbeam.runners.shared.writes import refuse_existing_outputs, refuse_overlapping_writes
 from sparkbeam.schema import Row, columns_to_rows, to_external
 from sparkbeam.time import ONE_MICROSECOND
 from sparkbeam.transforms.combine import CombinePerKey
@@ -130,6 +132,10 @@ class DirectRunner:
         fail_at: int | Iterable[int] | None = None,
         rescale: Mapping[int, int] | None = None,
     ) -> None:
+        if not isinstance(check_invariants, bool):
+            raise PipelineError(
+                f"DirectRunner: check_invariants={check_invariants!r}; use True or False"
+            )
         self.check_invariants = check_invariants
         if schedule not in SCHEDULES:
             raise PipelineError(
@@ -172,7 +178,10 @@ class DirectRunner:
         )
 
     def _check(self, nodes: Sequence[Node]) -> None:
-        """Refuse what this runner does not model, before anything runs."""
+        """Refuse what this runner does not model, and writes that would lose rows, before
+        anything runs."""
+        refuse_overlapping_writes(nodes)
+        refuse_existing_outputs(nodes, DRIVER)
         bounded = all(node.info.bounded for node in nodes)
         for node in nodes:
             transform = node.transform
@@ -231,6 +240,7 @@ class DirectResult(ResultViews):
         counters: Sequence[EdgeCounters] = (),
     ) -> None:
         self.pipeline = pipeline
+        self.node_count = len(pipeline.nodes)
         self.counters = counters
         """Per node: the rows it emitted and the largest value of each watermarked column."""
         self.units = units
@@ -249,9 +259,7 @@ class DirectResult(ResultViews):
         return [units[0] for units in self.units]
 
     def _record(self, pcoll: PCollection) -> EdgeRecord:
-        if pcoll.pipeline is not self.pipeline:
-            raise PipelineError(f"{pcoll.node.label}: that PCollection is of another pipeline")
-        record = self.records.get(pcoll.node.id)
+        record = self.records.get(self.of_run(pcoll).node.id)
         if record is None:
             raise PipelineError(
                 f"{pcoll.node.label}: its rows were not kept, because nothing held the "
@@ -281,7 +289,8 @@ class DirectResult(ResultViews):
         return out
 
     def _filters(self, pcoll: PCollection) -> list[WatermarkFilter]:
-        filters = [op for op in self.units[pcoll.node.id] if isinstance(op, WatermarkFilter)]
+        units = self.units[self.of_run(pcoll).node.id]
+        filters = [op for op in units if isinstance(op, WatermarkFilter)]
         if not filters:
             raise PipelineError(
                 f"{pcoll.node.label}: rows with no event time are counted by WithWatermark; "
@@ -291,7 +300,7 @@ class DirectResult(ResultViews):
 
     def late_count(self, pcoll: PCollection) -> int:
         """Rows dropped as late by the `WithWatermark`, `Union` or `Join` that produced `pcoll`."""
-        operators = self.units[pcoll.node.id]
+        operators = self.units[self.of_run(pcoll).node.id]
         if not isinstance(operators[0], (WatermarkFilter, UnionOperator, JoinOperator)):
             raise PipelineError(
                 f"{pcoll.node.label}: late rows are counted by WithWatermark (and by Union and "
@@ -344,11 +353,11 @@ class DirectResult(ResultViews):
 
     def state_size(self, pcoll: PCollection) -> int:
         """Rows or groups the operator that produced `pcoll` still holds (0 after the flush)."""
-        return sum(op.state_size() for op in self.units[pcoll.node.id])
+        return sum(op.state_size() for op in self.units[self.of_run(pcoll).node.id])
 
     def peak_state_size(self, pcoll: PCollection) -> int:
         """The most rows or groups the operator that produced `pcoll` held at once (all units)."""
-        return self.peaks[pcoll.node.id]
+        return self.peaks[self.of_run(pcoll).node.id]
 
 
 def _late(operator: Operator) -> int:

@@ -33,14 +33,13 @@ class SparkResult(ResultViews):
 
     def __init__(self, pipeline: Pipeline, translation: Translation) -> None:
         self.pipeline = pipeline
+        self.node_count = len(pipeline.nodes)
         self.translation = translation
         self._metrics: dict[str, TransformMetrics] | None = None
 
     def to_dataframe(self, pcoll: PCollection) -> DataFrame:
         """The Spark DataFrame of `pcoll`, to go on with in Spark."""
-        if pcoll.pipeline is not self.pipeline:
-            raise PipelineError(f"{pcoll.node.label}: that PCollection is of another pipeline")
-        return self.translation.frames[pcoll.node.id]
+        return self.translation.frames[self.of_run(pcoll).node.id]
 
     def collect(self, pcoll: PCollection) -> list[Row]:
         """Every row of `pcoll`, as the same Python values the direct runner gives."""
@@ -57,6 +56,7 @@ class SparkResult(ResultViews):
         return out.getvalue()
 
     def _watermark_node(self, pcoll: PCollection) -> Any:
+        self.of_run(pcoll)
         if not isinstance(pcoll.node.transform, WithWatermark):
             raise PipelineError(
                 f"{pcoll.node.label}: rows with no event time are counted by WithWatermark; "
@@ -66,6 +66,7 @@ class SparkResult(ResultViews):
 
     def late_count(self, pcoll: PCollection) -> int:
         """Rows dropped as late. Bounded input is one epoch, judged before any watermark: 0."""
+        self.of_run(pcoll)
         if not isinstance(pcoll.node.transform, (WithWatermark, Union, Join)):
             raise PipelineError(
                 f"{pcoll.node.label}: late rows are counted by WithWatermark (and by Union and "

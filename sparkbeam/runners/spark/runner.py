@@ -10,13 +10,24 @@ from typing import TYPE_CHECKING
 from pyspark.sql import SparkSession
 
 from sparkbeam.arrow import from_arrow
+from sparkbeam.errors import PipelineError
 from sparkbeam.paths import join
+from sparkbeam.runners.shared.writes import refuse_existing_outputs, refuse_overlapping_writes
 from sparkbeam.runners.spark.engine_errors import spark_errors
 from sparkbeam.runners.spark.limits import refuse_streaming_limits
+from sparkbeam.runners.spark.options import (
+    check_conf,
+    check_location,
+    check_master,
+    check_spark,
+    check_trigger,
+    start_failure,
+)
 from sparkbeam.runners.spark.paths import SparkPaths, paths_of, scratch_directory
 from sparkbeam.runners.spark.results import SparkResult
 from sparkbeam.runners.spark.sessions import (
     active_session,
+    differing_conf,
     own_conf,
     unapplied_conf,
     warn_crowded_partitions,
@@ -43,7 +54,10 @@ DEFAULT_CONF = {
 class SparkRunner:
     """Translates the pipeline into PySpark.
 
-    Uses `spark` when given, as it is. Otherwise, when a session is already
+    Every option is checked when the runner is made (`options`: the form of
+    `master`, `conf` values Spark's type for them is known of, `trigger`,
+    the locations), without starting Spark. Uses `spark` when given, as it
+    is: a `conf` that differs from its settings is refused. Otherwise, when a session is already
     active (the one `SparkSession.builder.getOrCreate()` would return), it
     uses that one, also as it is: the runner did not start it, so it changes
     none of its settings (a `conf` that differs from them is reported in a
@@ -64,26 +78,35 @@ class SparkRunner:
         ship_package: bool = True,
         staging_location: str | os.PathLike[str] | None = None,
     ) -> None:
+        check_spark(spark)
         self._spark = spark
         self.started_session = False
         """Whether the runner started its session itself (else it changes none of its
         settings: per-query settings are set only while each query starts)."""
-        self.master = master
-        self.conf = dict(conf or {})
-        self.checkpoint_location = (
-            None if checkpoint_location is None else os.fspath(checkpoint_location)
-        )
+        self.master = check_master(master)
+        self.conf = check_conf(conf)
+        if spark is not None and self.conf:
+            differing = differing_conf(spark, self.conf)
+            if differing:
+                raise PipelineError(
+                    "SparkRunner: conf= is not applied to a session passed with spark= (the "
+                    "runner changes no setting of a session it did not start), and that "
+                    f"session has {', '.join(differing)}; set them on it first "
+                    "(spark.conf.set(key, value), or its builder), or leave spark= out for the "
+                    "runner to start a session with conf"
+                )
+        self.checkpoint_location = check_location(checkpoint_location, "checkpoint_location")
         """Where the streaming queries of sinks keep their checkpoints, one directory per sink
         (by its label): a query started again on the same location goes on where it stopped."""
-        self.trigger = trigger
+        self.trigger = check_trigger(trigger)
         """Processing-time trigger interval of live queries (`"10 seconds"`); None: Spark's
         default, a micro-batch as soon as the last one ended."""
+        if not isinstance(ship_package, bool):
+            raise PipelineError(f"SparkRunner: ship_package={ship_package!r}; use True or False")
         self.ship_package = ship_package
         """Whether to add this sparkbeam to the session's Python workers (`shipping`); turn it
         off where the cluster's Python has sparkbeam installed."""
-        self.staging_location = (
-            None if staging_location is None else os.fspath(staging_location)
-        )
+        self.staging_location = check_location(staging_location, "staging_location")
         """Where the epoch files of replayed sources (`TestStream`, `Create`, `ReadFiles`
         collected) and the temporary checkpoints of their queries go: any URI Spark reaches.
         None: a local temporary directory, which only a local master can use (elsewhere
@@ -105,11 +128,15 @@ class SparkRunner:
             builder = SparkSession.builder.master(self.master).appName("sparkbeam")
             for key, value in own_conf(self.master, DEFAULT_CONF, self.conf).items():
                 builder = builder.config(key, value)
-            self._spark = builder.getOrCreate()
+            try:
+                self._spark = builder.getOrCreate()
+            except Exception as exc:  # PySparkRuntimeError, Py4JJavaError, ...
+                raise start_failure(self.master, self.conf, exc) from None
             self.started_session = True
         return self._spark
 
     def run(self, pipeline: Pipeline) -> SparkResult | SparkStreamingResult:
+        refuse_overlapping_writes(pipeline.nodes)
         if self.ship_package:
             ship_package(self.spark)
         if any(not node.info.bounded for node in pipeline.nodes):
@@ -127,6 +154,7 @@ class SparkRunner:
             result = SparkStreamingResult(pipeline, spark, self.staging_location)
             result.start_sinks(self.checkpoint_location, self.trigger)
             return result
+        refuse_existing_outputs(pipeline.nodes, self.paths)
         translation = Translation(self.spark, pipeline.nodes)
         translation.run()
         for node, frame in translation.writes:

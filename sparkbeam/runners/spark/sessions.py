@@ -115,9 +115,8 @@ def warn_crowded_partitions(spark: SparkSession) -> None:
     )
 
 
-def unapplied_conf(spark: SparkSession, conf: Mapping[str, str]) -> None:
-    """Warn when the user's `conf` differs from an active session the runner reuses (it
-    changes no setting of a session it did not start)."""
+def differing_conf(spark: SparkSession, conf: Mapping[str, str]) -> list[str]:
+    """The settings of `conf` that `spark` has otherwise, as `key=current (not wanted)`."""
     differing = []
     for key, value in conf.items():
         try:
@@ -126,6 +125,15 @@ def unapplied_conf(spark: SparkSession, conf: Mapping[str, str]) -> None:
             current = None
         if current != value:
             differing.append(f"{key}={current!r} (not {value!r})")
+    return differing
+
+
+def unapplied_conf(spark: SparkSession, conf: Mapping[str, str]) -> None:
+    """Warn when the user's `conf` differs from an active session the runner reuses (it
+    changes no setting of a session it did not start). A warning, not an error: the session
+    is found only when the pipeline runs, and the user may not know it is there (a notebook's
+    `spark`); a session passed with `spark=` is checked when the runner is made (`runner`)."""
+    differing = differing_conf(spark, conf)
     if differing:
         warnings.warn(
             "SparkRunner(conf=...) found a SparkSession already active and uses it as it is, "

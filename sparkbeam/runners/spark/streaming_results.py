@@ -16,6 +16,7 @@ from sparkbeam.graph import Node
 from sparkbeam.metrics import PipelineMetrics, TransformMetrics
 from sparkbeam.paths import join
 from sparkbeam.results import ResultViews
+from sparkbeam.runners.shared.writes import refuse_existing_output
 from sparkbeam.runners.spark.engine_errors import spark_errors
 from sparkbeam.runners.spark.judges import Judge
 from sparkbeam.runners.spark.live import sink_of
@@ -73,6 +74,7 @@ class SparkStreamingResult(ResultViews):
         self, pipeline: Pipeline, spark: SparkSession, staging: str | None = None
     ) -> None:
         self.pipeline = pipeline
+        self.node_count = len(pipeline.nodes)
         self.spark = spark
         self.staging = staging
         """Where runs over replayed sources keep their epoch files (`SparkRunner`)."""
@@ -105,6 +107,11 @@ class SparkStreamingResult(ResultViews):
                 )
                 planned.append((node, run))
                 run.translate()
+            for node, run in planned:  # every run: an earlier one may have written the path
+                written = node.transform
+                fresh = not run.resumed
+                if isinstance(written, WriteFiles) and written.mode == "error" and fresh:
+                    refuse_existing_output(node.label, written.path, run.paths)
         except BaseException:
             for _, run in planned:
                 run.stop()
@@ -141,9 +148,7 @@ class SparkStreamingResult(ResultViews):
             run.stop()
 
     def _run(self, pcoll: PCollection) -> StreamingRun:
-        if pcoll.pipeline is not self.pipeline:
-            raise PipelineError(f"{pcoll.node.label}: that PCollection is of another pipeline")
-        return self._run_node(pcoll.node)
+        return self._run_node(self.of_run(pcoll).node)
 
     def _run_node(self, node: Node) -> StreamingRun:
         """The query of `node` over the replayed epochs, run once (and once more from the
@@ -171,8 +176,7 @@ class SparkStreamingResult(ResultViews):
         so several at once take little longer than one.
         """
         for pcoll in pcolls:
-            if pcoll.pipeline is not self.pipeline:
-                raise PipelineError(f"{pcoll.node.label}: that PCollection is of another pipeline")
+            self.of_run(pcoll)
         self._prepare_nodes(list({pcoll.node.id: pcoll.node for pcoll in pcolls}.values()))
 
     def collect(self, pcoll: PCollection) -> list[Row]:
@@ -184,8 +188,7 @@ class SparkStreamingResult(ResultViews):
     def _counts(self, pcoll: PCollection) -> dict[str, int]:
         """The observed counts of a query that ran `pcoll`'s late-row filter (its own query's
         when none did yet); a live sink's query counts the micro-batches run so far."""
-        if pcoll.pipeline is not self.pipeline:
-            raise PipelineError(f"{pcoll.node.label}: that PCollection is of another pipeline")
+        self.of_run(pcoll)
         filtered = re.compile(rf"out_{pcoll.node.id}(_\d)?\.rows")
         # A query of a WithWatermark's late rows runs only its input: not that one.
         for run in [*self.sinks.values(), *self.runs.values()]:
@@ -199,7 +202,7 @@ class SparkStreamingResult(ResultViews):
 
         A `Union` or `Join` under `policy="min"` with no idle input upstream
         drops none (no row is below its watermark) and runs no query for it."""
-        node = pcoll.node
+        node = self.of_run(pcoll).node
         transform = node.transform
         if not isinstance(transform, (WithWatermark, Union, Join)):
             raise PipelineError(
