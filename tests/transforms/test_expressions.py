@@ -614,3 +614,70 @@ def test_random_expressions_agree_on_spark(
         spark_values = [row[name] for row in got]
         assert _same(spark_values, want), f"{exprs[name]}: spark {spark_values}, want {want}"
         assert _same([row[name] for row in direct], want), str(exprs[name])
+
+
+# --- on the Spark runner ----------------------------------------------------------------
+
+PYTHON_IN_PLAN = ("MapInArrow", "MapInPandas", "ArrowEvalPython", "BatchEvalPython", "PythonUDF")
+
+
+@pytest.mark.spark
+def test_an_expression_only_pipeline_runs_no_python_on_spark(spark_runner: Any) -> None:
+    rows = [{"amount": a, "t": T0 + timedelta(minutes=a)} for a in range(-3, 9)]
+    with sb.Pipeline(runner=spark_runner) as p:
+        out = (
+            (p | sb.Create(rows))
+            .filter(sb.col("amount") >= 5)
+            .with_columns(net=sb.col("amount") * 0.8, hour=sb.col("t").truncate("1 hour"))
+            .combine_per_key("hour", total=sb.Sum("net"))
+        )
+    plan = p.result.explain(out)
+    assert not [word for word in PYTHON_IN_PLAN if word in plan], plan
+    assert p.result.collect(out) == [{"hour": T0, "total": pytest.approx(0.8 * 26)}]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    ("expr", "failing"),
+    [
+        (sb.col("a") // sb.col("z"), "(col('a') // col('z'))"),
+        (sb.col("big") + 1, "(col('big') + 1)"),
+        (sb.lit("1.5").cast(int) + sb.col("a"), "'1.5'.cast(int)"),
+    ],
+)
+def test_spark_errors_name_the_transform_the_expression_and_the_row(
+    spark_runner: Any, expr: sb.Expr, failing: str
+) -> None:
+    row = {"a": -7, "z": 0, "big": 2**63 - 1}
+    with sb.Pipeline(runner=spark_runner) as p:
+        out = (p | sb.Create([row])) | "compute" >> sb.Select(x=expr)
+    with pytest.raises(sb.DataError) as info:
+        p.result.collect(out)
+    message = str(info.value)
+    assert "compute" in message
+    assert failing in message
+    assert '"a":-7' in message
+
+
+@pytest.mark.spark
+def test_expressions_on_a_stream_agree(spark_runner: Any) -> None:
+    def build(runner: Any) -> list[dict[str, Any]]:
+        stream = sb.TestStream()
+        stream.add_epoch([{"t": T0, "v": 3, "k": "a"}, {"t": T0, "v": None, "k": "b"}])
+        stream.add_epoch([{"t": T0 + timedelta(minutes=30), "v": -7, "k": "c"}])
+        with sb.Pipeline(runner=runner) as p:
+            out = (
+                (p | stream)
+                .with_watermark("t", "1 minute")
+                .filter(sb.col("v").is_null() | (sb.col("v") % 3 != 1))
+                .with_columns(
+                    half=sb.col("v") // 2,
+                    label=sb.when(sb.col("v") < 0, "neg").otherwise(sb.col("k").upper()),
+                    later=sb.col("t") + "5 minutes",
+                )
+            )
+        return sorted(p.result.collect(out), key=lambda row: row["k"])
+
+    expected = build("direct")
+    assert [row["half"] for row in expected] == [1, None, -4]
+    assert build(spark_runner) == expected
