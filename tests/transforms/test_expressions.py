@@ -591,8 +591,8 @@ def test_random_expressions_equal_the_reference(
 
 
 @pytest.mark.spark
-@settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck))
-@given(rows=ROWS, generated=st.lists(ANY_EXPRESSION, min_size=10, max_size=16))
+@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
+@given(rows=ROWS, generated=st.lists(ANY_EXPRESSION, min_size=12, max_size=20))
 def test_random_expressions_agree_on_spark(
     spark_runner: Any, rows: list[dict[str, Any]], generated: list[Gen]
 ) -> None:
