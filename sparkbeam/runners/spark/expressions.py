@@ -48,6 +48,8 @@ class Compiler:
     def column(self, bound: BoundExpr) -> Column:
         """`bound` as a Column of its output type."""
         value = COMPILERS[type(bound.expr)](self, bound)
+        if bound.source is not None and not bound.steps:
+            return value  # a column passed through keeps Spark's event-time metadata
         kind = bound.output_type
         return value.cast(SPARK_TYPES[kind]) if kind in SPARK_TYPES else value
 
