@@ -18,7 +18,8 @@ from sparkbeam.schema import Schema
 from sparkbeam.testing import assert_that, equal_to
 from sparkbeam.transforms.combine import CombineFn, CombinePerKey, Count, Max, Mean, Min, Sum
 from sparkbeam.transforms.connectors import ForEachBatch, ReadFromSpark
-from sparkbeam.transforms.elementwise import Expr, Filter, Map, Select, col
+from sparkbeam.transforms.elementwise import Filter, Map, Select
+from sparkbeam.transforms.expressions import Expr, coalesce, col, concat, lit, when
 from sparkbeam.transforms.files import ReadFiles, WriteFiles
 from sparkbeam.transforms.join import Join
 from sparkbeam.transforms.late import invalid_rows, late_rows
@@ -77,8 +78,12 @@ __all__ = [
     "WithWatermark",
     "WriteFiles",
     "assert_that",
+    "coalesce",
     "col",
+    "concat",
     "equal_to",
     "invalid_rows",
     "late_rows",
+    "lit",
+    "when",
 ]

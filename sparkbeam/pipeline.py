@@ -28,7 +28,8 @@ from sparkbeam.schema import Row, Schema
 from sparkbeam.time import Duration
 from sparkbeam.transforms.combine import AggregateFn, CombineFn, CombinePerKey
 from sparkbeam.transforms.connectors import ForEachBatch
-from sparkbeam.transforms.elementwise import Expr, Filter, Map, Select
+from sparkbeam.transforms.elementwise import Filter, Map, Select
+from sparkbeam.transforms.expressions import Col, Expr
 from sparkbeam.transforms.files import WriteFiles
 from sparkbeam.transforms.join import Join
 from sparkbeam.transforms.late import invalid_rows, late_rows
@@ -312,13 +313,19 @@ class PCollection:
     def for_each_batch(self, fn: Callable[[list[Row], int], Any]) -> PCollection:
         return self | ForEachBatch(fn)
 
-    def filter(self, predicate: Callable[[Row], bool]) -> PCollection:
+    def filter(self, predicate: Callable[[Row], bool] | Expr) -> PCollection:
 
         return self | Filter(predicate)
 
-    def select(self, *columns: str, **expressions: Expr | str) -> PCollection:
+    def select(self, *columns: str, **expressions: object) -> PCollection:
 
         return self | Select(*columns, **expressions)
+
+    def with_columns(self, **expressions: object) -> PCollection:
+        """Every column in order, the named ones replaced in place and new ones appended: a
+        `Select` (its watermark rule: a column not replaced keeps its watermark)."""
+        kept: dict[str, object] = {name: Col(name) for name in self.schema.names}
+        return self | Select(**{**kept, **expressions})
 
 
 __all__ = [

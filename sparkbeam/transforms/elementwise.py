@@ -1,10 +1,12 @@
-"""Row-wise transforms: `Map`, `Filter` and `Select`, and the expressions `Select` takes.
+"""Row-wise transforms: `Map`, `Filter`, `Select` (expressions: `transforms.expressions`).
 
 Watermark rules (each transform's `watermark_rule`):
 - `Filter` keeps every watermark (removing rows never breaks a promise).
-- `Select` keeps the watermark of a column it passes through (also under a new
-  name) and derives one through an order-keeping expression: `col + d`
-  gives `W(out, wm + d)`, `col.truncate(unit)` gives `W(out, floor(wm))`.
+- `Select` (and `with_columns`, a `Select` of every column) keeps the
+  watermark of a column it passes through (also under a new name or cast to
+  its own type) and derives one through an order-keeping expression:
+  `col + d` gives `W(out, wm + d)`, `col.truncate(unit)` gives
+  `W(out, floor(wm))` (each expression's rule sits in its `bind`).
   Watermarks of columns it drops or computes otherwise are dropped.
 - `Map` keeps the watermarks of the columns it declares in `keeps` (it
   promises to leave them unchanged; the direct runner checks the promise
@@ -13,150 +15,37 @@ Watermark rules (each transform's `watermark_rule`):
 
 from __future__ import annotations
 
-import datetime as _dt
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
-from sparkbeam.derivation import Add, Derived, Floor, Step, WatermarkRule, passing
+from sparkbeam.derivation import Derived, WatermarkRule, passing
 from sparkbeam.errors import PipelineError
 from sparkbeam.graph import EdgeInfo, PrimitiveTransform
-from sparkbeam.schema import Row, Schema, type_name
-from sparkbeam.time import Duration
-from sparkbeam.transforms.validation import duration_for, signed_duration_for, single_input
+from sparkbeam.schema import Row, Schema
+from sparkbeam.transforms.expressions import (
+    BoundExpr,
+    Col,
+    Expr,
+    expression,
+    predicate_type_check,
+)
+from sparkbeam.transforms.validation import single_input
 
 
-@attrs.frozen
-class BoundExpr:
-    """An expression checked against a schema: its type, how to compute it, how it maps watermarks.
-
-    `source` is the column whose watermark derives this one (`None`: no
-    watermark); `steps` are the order-keeping steps from that column to this
-    one (a shift is `Add`, a truncation `Floor`), which runners also use to
-    compute the value.
-    """
-
-    output_type: type
-    evaluate: Callable[[Mapping[str, list[Any]]], list[Any]]
-    source: str | None
-    steps: tuple[Step, ...] = ()
-
-
-class Expr:
-    """A column expression for `Select`: `sb.col("t")`, `sb.col("t") + "5 minutes"`, ..."""
-
-    def bind(self, schema: Schema, label: str) -> BoundExpr:
-        raise NotImplementedError
-
-    def __add__(self, delta: object) -> Expr:
-        return Shift(self, delta, 1)
-
-    def __sub__(self, delta: object) -> Expr:
-        return Shift(self, delta, -1)
-
-    def truncate(self, unit: Duration) -> Expr:
-        """The time floored to a multiple of `unit` since the epoch (order-keeping)."""
-        return Truncate(self, unit)
-
-
-@attrs.frozen
-class Col(Expr):
-    """A column, unchanged."""
-
-    name: str
-
-    def bind(self, schema: Schema, label: str) -> BoundExpr:
-        schema.require(self.name, label)
-        name = self.name
-        return BoundExpr(schema.type_of(name), lambda columns: columns[name], name)
-
-
-def _delta_units(base: BoundExpr, delta: object, what: str, label: str) -> int:
-    if base.output_type in (_dt.datetime, int):
-        column = base.source or "the column"
-        return signed_duration_for(base.output_type, delta, what, label, column=column)
-    raise PipelineError(
-        f"{label}: cannot shift a {type_name(base.output_type)} column by {delta!r}; shift "
-        "datetime columns by a timedelta or an interval string, integer columns by an integer"
-    )
-
-
-@attrs.frozen(eq=False)
-class Shift(Expr):
-    """`base + delta` (or minus) for a time column: keeps order, so watermarks shift too."""
-
-    base: Expr
-    delta: object
-    sign: int
-
-    def bind(self, schema: Schema, label: str) -> BoundExpr:
-        base = self.base.bind(schema, label)
-        delta = self.sign * _delta_units(base, self.delta, "shift", label)
-        evaluate = base.evaluate
-
-        def shifted(columns: Mapping[str, list[Any]]) -> list[Any]:
-            return [None if v is None else v + delta for v in evaluate(columns)]
-
-        return BoundExpr(base.output_type, shifted, base.source, (*base.steps, Add(delta)))
-
-
-@attrs.frozen(eq=False)
-class Truncate(Expr):
-    """`base` floored to a multiple of `unit` since the epoch: keeps order."""
-
-    base: Expr
-    unit: object
-
-    def bind(self, schema: Schema, label: str) -> BoundExpr:
-        base = self.base.bind(schema, label)
-        if base.output_type not in (_dt.datetime, int):
-            raise PipelineError(
-                f"{label}: truncate() needs a datetime or integer column, not "
-                f"{type_name(base.output_type)}"
-            )
-        unit = duration_for(
-            base.output_type,
-            self.unit,
-            "truncation unit",
-            label,
-            column=base.source or "the column",
-            positive=True,
-        )
-        evaluate = base.evaluate
-
-        def truncated(columns: Mapping[str, list[Any]]) -> list[Any]:
-            return [None if v is None else v - v % unit for v in evaluate(columns)]
-
-        return BoundExpr(base.output_type, truncated, base.source, (*base.steps, Floor(unit)))
-
-
-def col(name: str) -> Col:
-    """The column `name`, for `Select` expressions."""
-    return Col(name)
-
-
-def _expression(value: Expr | str, label: str) -> Expr:
-    if isinstance(value, str):
-        return Col(value)
-    if isinstance(value, Expr):
-        return value
-    raise PipelineError(
-        f"{label}: {value!r} is not an expression; use sb.col('name'), "
-        "sb.col('t') + '5 minutes' or sb.col('t').truncate('1 hour') (or Map for Python code)"
-    )
-
-
-@attrs.frozen(init=False)
+@attrs.frozen(eq=False, init=False)
 class Select(PrimitiveTransform):
     """Keep, rename and derive columns: `Select("a", "b", t2=sb.col("t") + "1 minute")`.
 
-    Output columns: the positional names in order, then the keyword ones.
+    Output columns: the positional names in order, then the keyword ones. A
+    keyword value is an expression (`sb.col`, `sb.lit`, operators, functions);
+    a plain str names a column; a plain number, bool or datetime is a literal.
     """
 
     outputs: tuple[tuple[str, Expr], ...]
 
-    def __init__(self, *columns: str, **expressions: Expr | str) -> None:
+    def __init__(self, *columns: str, **expressions: object) -> None:
         outputs: list[tuple[str, Expr]] = [(name, Col(name)) for name in columns]
         for name in columns:
             if not isinstance(name, str):
@@ -164,7 +53,7 @@ class Select(PrimitiveTransform):
                     f"Select: positional arguments are column names, got {name!r}; "
                     "give expressions as keywords (Select(out=sb.col('x')))"
                 )
-        outputs += [(name, _expression(expr, "Select")) for name, expr in expressions.items()]
+        outputs += [(name, expression(expr, "Select")) for name, expr in expressions.items()]
         names = [name for name, _ in outputs]
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
@@ -180,7 +69,14 @@ class Select(PrimitiveTransform):
         return EdgeInfo(schema, source.bounded)
 
     def bind(self, schema: Schema, label: str = "Select") -> list[tuple[str, BoundExpr]]:
-        return [(name, expr.bind(schema, label)) for name, expr in self.outputs]
+        bound = [(name, expr.bind(schema, label)) for name, expr in self.outputs]
+        for name, value in bound:
+            if value.output_type is type(None):
+                raise PipelineError(
+                    f"{label}: column {name!r} is always None ({value.expr}), so it has no "
+                    "type; give it one with .cast(...)"
+                )
+        return bound
 
     def watermark_rule(self, inputs: Sequence[EdgeInfo], label: str) -> WatermarkRule:
         """Each output whose expression keeps order gets its source's watermark through the
@@ -241,20 +137,37 @@ class Map(PrimitiveTransform):
 
 @attrs.frozen(eq=False, init=False)
 class Filter(PrimitiveTransform):
-    """Keep the rows (dicts) for which `predicate` is true; every watermark passes through."""
+    """Keep the rows where `predicate` is true: a bool expression (`sb.col("amount") >= 5`,
+    run natively on Spark; a `None` result drops the row, as SQL's WHERE) or a Python function
+    of the row (a dict). Every watermark passes through."""
 
-    predicate: Callable[[Row], bool]
+    predicate: Callable[[Row], bool] | Expr
 
-    def __init__(self, predicate: Callable[[Row], bool]) -> None:
-        if not callable(predicate):
-            raise PipelineError(f"Filter: predicate must be callable, got {predicate!r}")
+    def __init__(self, predicate: Callable[[Row], bool] | Expr) -> None:
+        if not isinstance(predicate, Expr) and not callable(predicate):
+            raise PipelineError(
+                f"Filter: predicate must be a bool expression (sb.col('x') > 0) or callable "
+                f"(a function of the row), got {predicate!r}"
+            )
         self.__attrs_init__(predicate)
 
     def default_label(self) -> str:
+        if isinstance(self.predicate, Expr):
+            return f"Filter({self.predicate})"
         return f"Filter({getattr(self.predicate, '__name__', 'predicate')})"
 
     def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
-        return single_input(inputs, label)
+        source = single_input(inputs, label)
+        self.bind(source.schema, label)
+        return source
+
+    def bind(self, schema: Schema, label: str = "Filter") -> BoundExpr | None:
+        """The predicate checked against `schema` (`None` for a Python function)."""
+        if not isinstance(self.predicate, Expr):
+            return None
+        bound = self.predicate.bind(schema, label)
+        predicate_type_check(bound, self.predicate, label)
+        return bound
 
     def watermark_rule(self, inputs: Sequence[EdgeInfo], label: str) -> WatermarkRule:
         return WatermarkRule(passing(inputs[0].schema.names))

@@ -298,7 +298,7 @@ def test_duration_errors_in_expressions_name_no_column_the_input_lacks(
     assert "'t'" not in str(info.value)
 
 
-@pytest.mark.parametrize("delta", [timedelta(seconds=5), "5 seconds", 2.5])
+@pytest.mark.parametrize("delta", [timedelta(seconds=5), "5 seconds"])
 def test_non_integer_shift_of_an_integer_column(source: sb.PCollection, delta: Any) -> None:
     with pytest.raises(sb.PipelineError) as info:
         source | "pick" >> sb.Select(x=sb.col("n") + delta)
@@ -336,7 +336,7 @@ def test_bad_truncation(source: sb.PCollection, expression: sb.Expr, named: str)
 
 def test_select_of_something_that_is_not_an_expression() -> None:
     with pytest.raises(sb.PipelineError) as info:
-        sb.Select(x=42)
+        sb.Select(x=[42])
     assert "42" in str(info.value)
     assert "sb.col" in str(info.value)
 

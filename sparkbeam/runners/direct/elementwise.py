@@ -8,8 +8,9 @@ from typing import Any
 from sparkbeam.errors import DataError
 from sparkbeam.graph import EdgeInfo, Node
 from sparkbeam.runners.direct.operator import Chunk, Message, Operator
-from sparkbeam.schema import Row, columns_to_rows, rows_to_columns
+from sparkbeam.schema import Row, Schema, columns_to_rows, rows_to_columns
 from sparkbeam.transforms.elementwise import Filter, Map, Select
+from sparkbeam.transforms.expressions import BoundExpr, RowError, take
 
 
 def _call(fn: Callable[[Row], Any], row: Row, label: str) -> Any:
@@ -33,19 +34,34 @@ class MapOperator(Operator):
         return [Chunk(rows_to_columns(rows, self.out_schema, f"{label} output"), len(rows))]
 
 
+def evaluate(bound: BoundExpr, chunk: Chunk, schema: Schema, label: str) -> list[Any]:
+    """`bound`'s values for a chunk; a value that cannot be computed is a `DataError` naming
+    the transform and the row."""
+    try:
+        return bound.evaluate(chunk.columns, chunk.size)
+    except RowError as error:
+        row = columns_to_rows(take(chunk.columns, [error.index]), schema)[0]
+        raise DataError(f"{label}: {error.message}. The row: {row!r}", row) from None
+
+
 class FilterOperator(Operator):
     def __init__(self, node: Node, inputs: Sequence[EdgeInfo]) -> None:
         super().__init__(node, inputs)
         assert isinstance(node.transform, Filter)
         self.predicate = node.transform.predicate
         self.schema = inputs[0].schema
+        self.bound = node.transform.bind(self.schema, node.label)
 
     def on_chunk(self, port: int, chunk: Chunk) -> list[Message]:
         predicate, label = self.predicate, self.label
-        keep = [
-            bool(_call(predicate, row, label))
-            for row in columns_to_rows(chunk.columns, self.schema)
-        ]
+        if self.bound is not None:
+            keep = [v is True for v in evaluate(self.bound, chunk, self.schema, label)]
+        else:
+            assert callable(predicate)
+            keep = [
+                bool(_call(predicate, row, label))
+                for row in columns_to_rows(chunk.columns, self.schema)
+            ]
         kept = sum(keep)
         if kept == chunk.size:
             return [chunk]
@@ -57,8 +73,10 @@ class SelectOperator(Operator):
         super().__init__(node, inputs)
         assert isinstance(node.transform, Select)
         self.transform = node.transform
-        self.bound = node.transform.bind(inputs[0].schema, node.label)
+        self.schema = inputs[0].schema
+        self.bound = node.transform.bind(self.schema, node.label)
 
     def on_chunk(self, port: int, chunk: Chunk) -> list[Message]:
-        columns = {name: expr.evaluate(chunk.columns) for name, expr in self.bound}
+        schema, label = self.schema, self.label
+        columns = {name: evaluate(expr, chunk, schema, label) for name, expr in self.bound}
         return [Chunk(columns, chunk.size)]

@@ -31,12 +31,12 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from sparkbeam.arrow import to_arrow
-from sparkbeam.derivation import Add
 from sparkbeam.errors import DataError, PipelineError
 from sparkbeam.graph import Node
 from sparkbeam.paths import Paths
 from sparkbeam.runners.spark import limits
 from sparkbeam.runners.spark.arrow import require_spark_types, spark_schema
+from sparkbeam.runners.spark.expressions import Compiler
 from sparkbeam.runners.spark.paths import paths_of
 from sparkbeam.runners.spark.python_functions import (
     DATA_ERROR_MARK,
@@ -48,6 +48,7 @@ from sparkbeam.schema import Schema, rows_to_columns
 from sparkbeam.transforms.combine import AggregateFn, CombinePerKey, Count, Max, Mean, Min, Sum
 from sparkbeam.transforms.connectors import KNOWN_SCHEMAS, ForEachBatch, ReadFromSpark
 from sparkbeam.transforms.elementwise import Filter, Map, Select
+from sparkbeam.transforms.expressions import Expr
 from sparkbeam.transforms.files import ReadFiles, WriteFiles, data_files
 from sparkbeam.transforms.join import Join
 from sparkbeam.transforms.late import INVALID, DroppedRows
@@ -263,29 +264,29 @@ def map_rows(translation: Translation, node: Node, inputs: Sequence[DataFrame]) 
 
 @translates(Filter)
 def filter_rows(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+    """An expression is a native `filter` (a `None` result drops the row, as the direct
+    runner); a Python function runs in Spark's Python workers through Arrow."""
     transform = node.transform
     assert isinstance(transform, Filter)
     schema = node.info.schema
+    bound = transform.bind(schema, node.label)
+    if bound is not None:
+        return inputs[0].filter(Compiler(schema, node.label).column(bound))
+    assert not isinstance(transform.predicate, Expr)
     function = filter_batches(transform.predicate, schema, node.label)
     return inputs[0].mapInArrow(function, spark_schema(schema, node.label))
 
 
 @translates(Select)
 def select(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+    """Every expression is a native Column (`runners.spark.expressions`)."""
     transform = node.transform
     assert isinstance(transform, Select)
-    columns = []
-    for name, bound in transform.bind(_input_schema(translation, node), node.label):
-        assert bound.source is not None
-        value, kind = F.col(bound.source), bound.output_type
-        for step in bound.steps:
-            as_units = units(value, kind)
-            if isinstance(step, Add):
-                value = from_units(as_units + _long(step.amount), kind)
-            else:
-                shifted = as_units - _long(step.offset)
-                value = from_units(as_units - F.pmod(shifted, _long(step.unit)), kind)
-        columns.append(value.alias(name))
+    schema = _input_schema(translation, node)
+    compiler = Compiler(schema, node.label)
+    columns = [
+        compiler.column(bound).alias(name) for name, bound in transform.bind(schema, node.label)
+    ]
     return inputs[0].select(*columns)
 
 

@@ -1,0 +1,283 @@
+"""Expressions as Spark `Column`s: one small function per expression node, no Python worker.
+
+Each builds the Column that gives the direct runner's value (SPEC section 7):
+Python's `//` and `%` from Spark's truncating ones, SQL's `None` rules (Spark's
+own), and Spark's conditional laziness. Where a value cannot be computed (an
+integer leaving 64 bits, a division by zero, a cast of a bad value) the
+Column fails the job through `raise_error` with a `DataError` message that
+names the transform, the expression and the row, as the direct runner's does;
+Spark's `try_*` functions detect those cases without ANSI's own error.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Callable
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from sparkbeam.runners.spark.python_functions import DATA_ERROR_MARK
+from sparkbeam.schema import INT64_MAX, INT64_MIN, Schema
+from sparkbeam.time import to_micros
+from sparkbeam.transforms import expressions as ex
+from sparkbeam.transforms.expressions import BoundExpr
+
+SPARK_TYPES = {
+    int: "long",
+    float: "double",
+    str: "string",
+    bool: "boolean",
+    _dt.datetime: "timestamp",
+    bytes: "binary",
+}
+
+
+class Compiler:
+    """The Columns of one transform's expressions over its input `schema`."""
+
+    def __init__(self, schema: Schema, label: str) -> None:
+        self.label = label
+        self.row = F.to_json(F.struct(*[F.col(name) for name in schema.names]))
+
+    def fail_when(self, condition: Column, message: str, value: Column) -> Column:
+        """`value`, or a `DataError` naming the transform and the row where `condition` holds."""
+        text = F.concat(F.lit(f"{DATA_ERROR_MARK}{self.label}: {message}. The row: "), self.row)
+        return F.when(condition, F.raise_error(text)).otherwise(value)
+
+    def column(self, bound: BoundExpr) -> Column:
+        """`bound` as a Column of its output type."""
+        value = COMPILERS[type(bound.expr)](self, bound)
+        if bound.source is not None and not bound.steps:
+            return value  # a column passed through keeps Spark's event-time metadata
+        kind = bound.output_type
+        return value.cast(SPARK_TYPES[kind]) if kind in SPARK_TYPES else value
+
+    def overflow(self, bound: BoundExpr, checked: Column, *operands: Column) -> Column:
+        """`checked` (a `try_*` result), failing where it is null but no operand is."""
+        present = F.lit(True)
+        for operand in operands:
+            present = present & operand.isNotNull()
+        message = (
+            f"{bound.expr} left the 64-bit integers ({INT64_MIN} to {INT64_MAX}) both runners "
+            "hold; cast to float first for larger numbers"
+        )
+        return self.fail_when(present & checked.isNull(), message, checked)
+
+
+Compile = Callable[[Compiler, BoundExpr], Column]
+COMPILERS: dict[type, Compile] = {}
+
+
+def compiles(kind: type) -> Callable[[Compile], Compile]:
+    def register(function: Compile) -> Compile:
+        COMPILERS[kind] = function
+        return function
+
+    return register
+
+
+def _long(value: int) -> Column:
+    return F.lit(value).cast("long")
+
+
+@compiles(ex.Col)
+def _col(c: Compiler, bound: BoundExpr) -> Column:
+    assert isinstance(bound.expr, ex.Col)
+    return F.col(bound.expr.name)
+
+
+@compiles(ex.Lit)
+def _lit(c: Compiler, bound: BoundExpr) -> Column:
+    value = bound.expr.value
+    if isinstance(value, _dt.datetime):
+        return F.timestamp_micros(_long(to_micros(value)))
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _long(value)
+    return F.lit(value)
+
+
+def _zero_check(c: Compiler, bound: BoundExpr, a: Column, b: Column, value: Column) -> Column:
+    what = "division" if bound.expr.op in ("/", "//") else "modulo"
+    message = (
+        f"{bound.expr}: {what} by zero; guard it with sb.when(divisor != 0, ...) or filter "
+        "such rows"
+    )
+    return c.fail_when(a.isNotNull() & (b == 0), message, value)
+
+
+def _python_mod(a: Column, b: Column) -> Column:
+    """Python's `%` (the sign of the divisor) from Spark's (the sign of the dividend)."""
+    m = a % b
+    return F.when((m != 0) & ((m < 0) != (b < 0)), m + b).otherwise(m)
+
+
+def _floor_double(x: Column) -> Column:
+    """`math.floor` of a double as a double (Spark's `floor` gives a long)."""
+    return F.when(F.abs(x) < 2.0**52, F.floor(x).cast("double")).otherwise(x)
+
+
+def _python_float_floordiv(a: Column, b: Column) -> Column:
+    """CPython's float `//`: `(a - fmod(a, b)) / b`, adjusted to the floor and rounded."""
+    m = a % b
+    div = (a - m) / b
+    div = F.when((m != 0) & ((b < 0) != (m < 0)), div - 1.0).otherwise(div)
+    floor = _floor_double(div)
+    rounded = F.when(div - floor > 0.5, floor + 1.0).otherwise(floor)
+    return F.when(div != 0, rounded).otherwise(F.lit(0.0))
+
+
+@compiles(ex.Arith)
+def _arith(c: Compiler, bound: BoundExpr) -> Column:
+    expr = bound.expr
+    if len(bound.args) == 1:  # a shift by a constant
+        base = c.column(bound.args[0])
+        delta = _long(bound.detail)
+        if bound.output_type is _dt.datetime:
+            return F.timestamp_micros(F.unix_micros(base) + delta)
+        return c.overflow(bound, F.try_add(base, delta), base)
+    kind = bound.detail
+    a, b = (c.column(arg).cast(SPARK_TYPES[kind]) for arg in bound.args)
+    op = expr.op
+    if kind is int and op in "+-*":
+        function = {"+": F.try_add, "-": F.try_subtract, "*": F.try_multiply}[op]
+        return c.overflow(bound, function(a, b), a, b)
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    if op == "/":
+        return _zero_check(c, bound, a, b, a.cast("double") / b.cast("double"))
+    if op == "%":
+        return _zero_check(c, bound, a, b, _python_mod(a, b))
+    if kind is float:
+        return _zero_check(c, bound, a, b, _python_float_floordiv(a, b))
+    quotient = F.call_function("div", a, b)
+    m = a % b
+    floor = F.when((m != 0) & ((m < 0) != (b < 0)), quotient - 1).otherwise(quotient)
+    message = f"{expr} left the 64-bit integers ({INT64_MIN} // -1)"
+    checked = c.fail_when((a == _long(INT64_MIN)) & (b == -1), message, floor)
+    return _zero_check(c, bound, a, b, checked)
+
+
+@compiles(ex.Neg)
+def _neg(c: Compiler, bound: BoundExpr) -> Column:
+    a = c.column(bound.args[0])
+    if bound.output_type is float:
+        return -a
+    return c.overflow(bound, F.try_subtract(_long(0), a), a)
+
+
+_COMPARE: dict[str, Callable[[Column, Column], Column]] = {
+    "==": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+}
+
+
+@compiles(ex.Compare)
+def _compare(c: Compiler, bound: BoundExpr) -> Column:
+    a, b = (c.column(arg) for arg in bound.args)
+    return _COMPARE[bound.expr.op](a, b)
+
+
+@compiles(ex.Logic)
+def _logic(c: Compiler, bound: BoundExpr) -> Column:
+    a, b = (c.column(arg) for arg in bound.args)
+    return a & b if bound.expr.op == "&" else a | b
+
+
+@compiles(ex.Not)
+def _not(c: Compiler, bound: BoundExpr) -> Column:
+    return ~c.column(bound.args[0])
+
+
+@compiles(ex.IsNull)
+def _is_null(c: Compiler, bound: BoundExpr) -> Column:
+    a = c.column(bound.args[0])
+    return a.isNotNull() if bound.expr.negate else a.isNull()
+
+
+@compiles(ex.IsIn)
+def _isin(c: Compiler, bound: BoundExpr) -> Column:
+    operand, *values = (c.column(arg) for arg in bound.args)
+    return operand.isin(*values)
+
+
+@compiles(ex.Cast)
+def _cast(c: Compiler, bound: BoundExpr) -> Column:
+    (operand,) = bound.args
+    a = c.column(operand)
+    if operand.output_type in (bound.output_type, ex.NULL):
+        return a
+    converted = a.try_cast(SPARK_TYPES[bound.output_type])
+    message = f"{bound.expr}: the value cannot be converted (Spark's ANSI cast rules)"
+    return c.fail_when(a.isNotNull() & converted.isNull(), message, converted)
+
+
+_STRING_FUNCTIONS: dict[str, Callable[[Column], Column]] = {
+    "lower": F.lower,
+    "upper": F.upper,
+    "length": F.length,
+}
+
+
+@compiles(ex.StringFunction)
+def _string_function(c: Compiler, bound: BoundExpr) -> Column:
+    return _STRING_FUNCTIONS[bound.expr.name](c.column(bound.args[0]))
+
+
+@compiles(ex.StringTest)
+def _string_test(c: Compiler, bound: BoundExpr) -> Column:
+    a, b = (c.column(arg) for arg in bound.args)
+    return getattr(a, bound.expr.name)(b)
+
+
+@compiles(ex.Substr)
+def _substr(c: Compiler, bound: BoundExpr) -> Column:
+    return F.substring(c.column(bound.args[0]), bound.expr.start, bound.expr.count)
+
+
+@compiles(ex.Concat)
+def _concat(c: Compiler, bound: BoundExpr) -> Column:
+    return F.concat(*(c.column(arg) for arg in bound.args))
+
+
+@compiles(ex.Truncate)
+def _truncate(c: Compiler, bound: BoundExpr) -> Column:
+    base = c.column(bound.args[0])
+    unit = _long(bound.detail)
+    if bound.output_type is _dt.datetime:
+        micros = F.unix_micros(base)
+        return F.timestamp_micros(micros - F.pmod(micros, unit))
+    return base - F.pmod(base, unit)
+
+
+@compiles(ex.TimePart)
+def _time_part(c: Compiler, bound: BoundExpr) -> Column:
+    base = c.column(bound.args[0])
+    return F.hour(base) if bound.expr.name == "hour" else F.dayofweek(base)
+
+
+@compiles(ex.When)
+def _when(c: Compiler, bound: BoundExpr) -> Column:
+    kind = SPARK_TYPES.get(bound.output_type, "string")
+    args = [c.column(arg) for arg in bound.args]
+    pairs = len(bound.expr.cases)
+    result = F.when(args[0], args[1].cast(kind))
+    for index in range(1, pairs):
+        result = result.when(args[2 * index], args[2 * index + 1].cast(kind))
+    if bound.expr.default is not None:
+        result = result.otherwise(args[-1].cast(kind))
+    return result
+
+
+@compiles(ex.Coalesce)
+def _coalesce(c: Compiler, bound: BoundExpr) -> Column:
+    kind = SPARK_TYPES.get(bound.output_type, "string")
+    return F.coalesce(*(c.column(arg).cast(kind) for arg in bound.args))
