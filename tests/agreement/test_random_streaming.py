@@ -72,7 +72,7 @@ pytestmark = pytest.mark.spark
 
 Row = dict[str, Any]
 
-CI_EXAMPLES = 5
+CI_EXAMPLES = 3  # about 20 s each on a quiet 2-core machine (the suite has 10 minutes)
 MORE_EXAMPLES = 40
 
 
