@@ -5,7 +5,7 @@ checks invariant W on every edge) and `"spark"` (PySpark).
 """
 
 import importlib
-from typing import Any
+import typing
 
 from sparkbeam.errors import DataError, InvariantViolation, PipelineError
 from sparkbeam.graph import PTransform
@@ -16,7 +16,21 @@ from sparkbeam.pipeline_graph import PipelineGraph
 from sparkbeam.runners.direct import DirectRunner
 from sparkbeam.schema import Schema
 from sparkbeam.testing import assert_that, equal_to
-from sparkbeam.transforms.combine import CombineFn, CombinePerKey, Count, Max, Mean, Min, Sum
+from sparkbeam.transforms.combine import (
+    All,
+    Any,
+    CollectSet,
+    CombineFn,
+    CombinePerKey,
+    Count,
+    CountDistinct,
+    Max,
+    MaxBy,
+    Mean,
+    Min,
+    MinBy,
+    Sum,
+)
 from sparkbeam.transforms.connectors import ForEachBatch, ReadFromSpark
 from sparkbeam.transforms.elementwise import Expr, Filter, Map, Select, col
 from sparkbeam.transforms.files import ReadFiles, WriteFiles
@@ -29,7 +43,7 @@ from sparkbeam.transforms.watermark import WithWatermark
 from sparkbeam.transforms.windows import Hop, Session, Tumble
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> typing.Any:
     """`sb.SparkRunner`, imported on first use: pyspark is an optional dependency."""
     if name in ("SparkRunner", "SparkResult"):
         return getattr(importlib.import_module("sparkbeam.runners.spark"), name)
@@ -37,9 +51,13 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "All",
+    "Any",
+    "CollectSet",
     "CombineFn",
     "CombinePerKey",
     "Count",
+    "CountDistinct",
     "Create",
     "DataError",
     "DirectRunner",
@@ -51,8 +69,10 @@ __all__ = [
     "Join",
     "Map",
     "Max",
+    "MaxBy",
     "Mean",
     "Min",
+    "MinBy",
     "PCollection",
     "PTransform",
     "Pipeline",

@@ -372,7 +372,7 @@ def combine_per_key(translation: Translation, node: Node, inputs: Sequence[DataF
             JUDGE,
             node.label,
         )
-    aggregates = [_aggregate(a).alias(name) for name, a in transform.aggregates]
+    aggregates = [_aggregate(a, streaming=True).alias(name) for name, a in transform.aggregates]
     return frame.groupBy(*transform.keys, JUDGE).agg(*aggregates).drop(JUDGE)
 
 
