@@ -69,6 +69,25 @@ class Concat(sb.CombineFn):
         return ",".join(sorted(accumulator))
 
 
+class RowCount(sb.CombineFn):
+    """A user CombineFn: the group's row count (next to it, built-in aggregates take the
+    runners' Python path on Spark)."""
+
+    output_type = int
+
+    def create_accumulator(self) -> int:
+        return 0
+
+    def add_input(self, accumulator: int, element: dict[str, Any]) -> int:
+        return accumulator + 1
+
+    def merge_accumulators(self, accumulators: Any) -> int:
+        return sum(accumulators)
+
+    def extract_output(self, accumulator: int) -> int:
+        return accumulator
+
+
 def windows(p: sb.Pipeline) -> dict[str, sb.PCollection]:
     w = (p | sb.Create(orders())).with_watermark("event_time", "10 seconds")
     keys = ["customer", "window_start", "window_end"]

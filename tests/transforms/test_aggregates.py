@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 import sparkbeam as sb
+from tests.agreement.pipelines import RowCount
 
 NAN = float("nan")
 START = datetime(2026, 4, 1, 10, 0)
@@ -278,3 +279,33 @@ def test_wrong_columns_are_refused_when_applied(aggregate: Any, message: str) ->
     rows = p | sb.Create([{"k": "a", "i": 1, "s": "x"}])
     with pytest.raises(sb.PipelineError, match=message):
         rows | sb.CombinePerKey("k", out=aggregate)
+
+
+@pytest.mark.parametrize("bounded", [True, False])
+@pytest.mark.parametrize("runner_name", ["direct", pytest.param("spark", marks=pytest.mark.spark)])
+def test_next_to_a_combine_fn_on_the_python_path(
+    runner_name: str, bounded: bool, request: pytest.FixtureRequest
+) -> None:
+    runner = (
+        request.getfixturevalue("spark_runner") if runner_name == "spark" else sb.DirectRunner()
+    )
+    rows = sorted(ROWS, key=lambda row: row["e"])
+    p = sb.Pipeline(runner=runner)
+    if bounded:
+        source = p | sb.Create(rows, schema=COLUMNS)
+    else:
+        stream = sb.TestStream(COLUMNS)
+        for part in (rows[:60], rows[60:]):
+            stream.add_epoch(part)
+        source = p | stream | sb.WithWatermark("e", delay=timedelta(0))
+    out = source.tumble("e", size="1 minute").combine_per_key(
+        ["window_start", "k"], **aggregates(), rows=RowCount()
+    )
+    got = p.run().collect(out)
+    want = reference(window_rows(rows), ("window_start", "k"))
+    counts: dict[tuple[Any, ...], int] = {}
+    for row in window_rows(rows):
+        key = (row["window_start"], row["k"])
+        counts[key] = counts.get(key, 0) + 1
+    want = [{**row, "rows": counts[(row["window_start"], row["k"])]} for row in want]
+    assert canonical_rows(got) == canonical_rows(want)
