@@ -34,6 +34,7 @@ from sparkbeam.transforms.combine import (
 from sparkbeam.transforms.connectors import ForEachBatch, ReadFromSpark
 from sparkbeam.transforms.elementwise import Expr, Filter, Map, Select, col
 from sparkbeam.transforms.files import ReadFiles, WriteFiles
+from sparkbeam.transforms.flat import FlatMap, Partition
 from sparkbeam.transforms.join import Join
 from sparkbeam.transforms.late import invalid_rows, late_rows
 from sparkbeam.transforms.sort import Sort
@@ -63,6 +64,7 @@ __all__ = [
     "DirectRunner",
     "Expr",
     "Filter",
+    "FlatMap",
     "ForEachBatch",
     "Hop",
     "InvariantViolation",
@@ -75,6 +77,7 @@ __all__ = [
     "MinBy",
     "PCollection",
     "PTransform",
+    "Partition",
     "Pipeline",
     "PipelineError",
     "PipelineGraph",

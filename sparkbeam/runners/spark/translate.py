@@ -42,6 +42,7 @@ from sparkbeam.runners.spark.python_functions import (
     DATA_ERROR_MARK,
     combine_groups,
     filter_batches,
+    flat_map_batches,
     map_batches,
 )
 from sparkbeam.schema import Schema, rows_to_columns
@@ -64,6 +65,7 @@ from sparkbeam.transforms.combine import Any as AnyOf
 from sparkbeam.transforms.connectors import KNOWN_SCHEMAS, ForEachBatch, ReadFromSpark
 from sparkbeam.transforms.elementwise import Filter, Map, Select
 from sparkbeam.transforms.files import ReadFiles, WriteFiles, data_files
+from sparkbeam.transforms.flat import FlatMap
 from sparkbeam.transforms.join import Join
 from sparkbeam.transforms.late import INVALID, DroppedRows
 from sparkbeam.transforms.sort import Sort
@@ -273,6 +275,15 @@ def map_rows(translation: Translation, node: Node, inputs: Sequence[DataFrame]) 
     assert isinstance(transform, Map)
     in_schema, out_schema = _input_schema(translation, node), node.info.schema
     function = map_batches(transform.fn, in_schema, out_schema, node.label)
+    return inputs[0].mapInArrow(function, spark_schema(out_schema, node.label))
+
+
+@translates(FlatMap)
+def flat_map_rows(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+    transform = node.transform
+    assert isinstance(transform, FlatMap)
+    in_schema, out_schema = _input_schema(translation, node), node.info.schema
+    function = flat_map_batches(transform.fn, in_schema, out_schema, node.label)
     return inputs[0].mapInArrow(function, spark_schema(out_schema, node.label))
 
 
