@@ -88,6 +88,16 @@ class RowCount(sb.CombineFn):
         return accumulator
 
 
+def repeat(row: dict[str, Any]) -> list[dict[str, Any]]:
+    """A `FlatMap` function: `n` copies of the row, numbered in `i` (none for n = 0 or None)."""
+    return [{"k": row["k"], "i": i, "t": row["t"]} for i in range(row["n"] or 0)]
+
+
+def by_n(row: dict[str, Any], n: int) -> int:
+    """A `Partition` function: the row's `n` (0 for None) modulo the number of outputs."""
+    return (row["n"] or 0) % n
+
+
 def windows(p: sb.Pipeline) -> dict[str, sb.PCollection]:
     w = (p | sb.Create(orders())).with_watermark("event_time", "10 seconds")
     keys = ["customer", "window_start", "window_end"]

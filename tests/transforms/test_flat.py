@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import sparkbeam as sb
-from tests.agreement.pipelines import row_multiset
+from tests.agreement.pipelines import by_n, repeat, row_multiset
 from tests.agreement.test_streaming import assert_agree_epoch_by_epoch
 
 START = datetime(2026, 4, 1, 10, 0)
@@ -19,15 +19,6 @@ ROWS = [
     {"k": "d", "n": None, "t": START + timedelta(minutes=2)},
 ]
 SCHEMA = {"k": str, "n": int, "t": datetime}
-
-
-def repeat(row: dict[str, Any]) -> list[dict[str, Any]]:
-    """`n` copies of the row, numbered in `i` (none for n = 0 or None)."""
-    return [{"k": row["k"], "i": i, "t": row["t"]} for i in range(row["n"] or 0)]
-
-
-def by_n(row: dict[str, Any], n: int) -> int:
-    return (row["n"] or 0) % n
 
 
 REPEATED = [
