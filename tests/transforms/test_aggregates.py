@@ -309,3 +309,22 @@ def test_next_to_a_combine_fn_on_the_python_path(
         counts[key] = counts.get(key, 0) + 1
     want = [{**row, "rows": counts[(row["window_start"], row["k"])]} for row in want]
     assert canonical_rows(got) == canonical_rows(want)
+
+
+@pytest.mark.parametrize(
+    "runner",
+    [
+        sb.DirectRunner(parallelism=2, checkpoint_every=1, fail_at=2),
+        sb.DirectRunner(parallelism=3, schedule="random", seed=3),
+    ],
+    ids=["checkpoint-and-failure", "parallel-random"],
+)
+def test_parallel_units_and_recovery_keep_the_aggregates(runner: Any) -> None:
+    """Each group's sets and best rows survive a checkpoint, a failure and a restore."""
+    rows = sorted(ROWS, key=lambda row: row["e"])
+    p = sb.Pipeline(runner=runner)
+    out = windowed(p, [rows[:40], rows[40:80], rows[80:]])
+    got = p.run().collect(out)
+    assert canonical_rows(got) == canonical_rows(
+        reference(window_rows(rows), ("window_start", "k"))
+    )
