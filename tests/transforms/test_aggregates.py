@@ -328,3 +328,16 @@ def test_parallel_units_and_recovery_keep_the_aggregates(runner: Any) -> None:
     assert canonical_rows(got) == canonical_rows(
         reference(window_rows(rows), ("window_start", "k"))
     )
+
+
+def test_collect_set_in_frames_is_a_typed_list_column() -> None:
+    p = sb.Pipeline()
+    rows = [{"k": 1, "t": START}, {"k": 2, "t": None}]
+    out = (
+        p
+        | sb.Create(rows, schema={"k": int, "t": datetime})
+        | sb.CombinePerKey("k", ts=sb.CollectSet("t"))
+    )
+    table = p.run().to_arrow(out)
+    assert str(table.schema.field("ts").type) == "list<item: timestamp[us]>"
+    assert table.column("ts").to_pylist() == [[START], []]
