@@ -288,7 +288,7 @@ class PCollection:
         return self | Join(other, on, how, times=times, within=within, suffix=suffix, policy=policy)
 
     def combine_per_key(
-        self, keys: str | Sequence[str], **aggregates: AggregateFn | CombineFn
+        self, keys: str | Sequence[str], /, **aggregates: AggregateFn | CombineFn
     ) -> PCollection:
 
         return self | CombinePerKey(keys, **aggregates)

@@ -237,7 +237,7 @@ class CombinePerKey(PrimitiveTransform):
     keys: tuple[str, ...]
     aggregates: tuple[tuple[str, typing.Any], ...]
 
-    def __init__(self, keys: str | Sequence[str], **aggregates: Aggregate) -> None:
+    def __init__(self, keys: str | Sequence[str], /, **aggregates: Aggregate) -> None:
         key_tuple = (keys,) if isinstance(keys, str) else tuple(keys)
         if not aggregates:
             raise PipelineError(

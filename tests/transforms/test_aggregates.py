@@ -341,3 +341,12 @@ def test_collect_set_in_frames_is_a_typed_list_column() -> None:
     table = p.run().to_arrow(out)
     assert str(table.schema.field("ts").type) == "list<item: timestamp[us]>"
     assert table.column("ts").to_pylist() == [[START], []]
+
+
+def test_an_aggregate_may_be_named_keys() -> None:
+    p = sb.Pipeline()
+    rows = p | sb.Create([{"k": 1, "s": "a"}])
+    out = rows.combine_per_key("k", keys=sb.CollectSet("s"))
+    same = rows | sb.CombinePerKey("k", keys=sb.CollectSet("s"))
+    result = p.run()
+    assert result.collect(out) == result.collect(same) == [{"k": 1, "keys": ["a"]}]
