@@ -242,11 +242,16 @@ SORTED = {
 def _canonical(value: Any) -> Any:
     if isinstance(value, float) and math.isfinite(value):
         return float(f"{value:.12g}")
+    if isinstance(value, float) and value != value:
+        return "NaN"  # one NaN equals another, as in Spark
+    if isinstance(value, list):  # a list column (`CollectSet`)
+        return tuple(_canonical(item) for item in value)
     return value
 
 
 def row_multiset(rows: list[dict[str, Any]]) -> Counter[tuple[tuple[str, Any], ...]]:
-    """Rows as a multiset; floats to 12 significant digits (Spark adds in another order)."""
+    """Rows as a multiset; floats to 12 significant digits (Spark adds in another order),
+    NaNs equal, lists as tuples."""
     return Counter(tuple(sorted((k, _canonical(v)) for k, v in row.items())) for row in rows)
 
 

@@ -17,6 +17,7 @@ import pytest
 
 import sparkbeam as sb
 from tests.agreement.pipelines import RowCount
+from tests.agreement.test_streaming import assert_agree_epoch_by_epoch
 
 NAN = float("nan")
 START = datetime(2026, 4, 1, 10, 0)
@@ -350,3 +351,22 @@ def test_an_aggregate_may_be_named_keys() -> None:
     same = rows | sb.CombinePerKey("k", keys=sb.CollectSet("s"))
     result = p.run()
     assert result.collect(out) == result.collect(same) == [{"k": 1, "keys": ["a"]}]
+
+
+def per_session(p: sb.Pipeline) -> tuple[dict[str, sb.PCollection], list[Any]]:
+    """Sessions then the aggregates per session: on Spark streaming, one keyed-state step
+    computes both (`session_then_combine`), with the runners' shared Python tables."""
+    rows = sorted(ROWS, key=lambda row: row["e"])
+    stream = sb.TestStream(COLUMNS)
+    for part in (rows[:50], rows[50:]):
+        stream.add_epoch(part)
+    marked = (p | stream).with_watermark("e", "10 seconds")
+    sessions = marked.session("e", "20 seconds", keys="k").combine_per_key(
+        ["window_start", "k"], **aggregates()
+    )
+    return {"sessions": sessions}, [marked]
+
+
+@pytest.mark.spark
+def test_runners_agree_on_the_aggregates_per_session_streaming(spark_runner: Any) -> None:
+    assert_agree_epoch_by_epoch(per_session, spark_runner)
