@@ -76,16 +76,18 @@ def flat_rows(fn: Callable[[Row], Iterable[Row]], row: Row, label: str) -> list[
     `fn` raises or returns something that is not an iterable of rows."""
     try:
         out = fn(row)
-        rows = list(out)
     except Exception as exc:
         raise DataError(f"{label}: the function raised {exc!r} on row {row!r}", row) from exc
-    if isinstance(out, (Mapping, str, bytes)):
+    if isinstance(out, (Mapping, str, bytes)) or not isinstance(out, Iterable):
         raise DataError(
             f"{label}: the function returned {out!r} for row {row!r}; return an iterable of "
             "row dicts (a list, or yield them), [] for none",
             row,
         )
-    return rows
+    try:
+        return list(out)
+    except Exception as exc:  # a generator that raises part way
+        raise DataError(f"{label}: the function raised {exc!r} on row {row!r}", row) from exc
 
 
 PARTITION_COLUMN = "__sparkbeam_partition"

@@ -84,6 +84,7 @@ def test_flat_map_breaking_its_keeps_promise_is_caught() -> None:
     ("fn", "message"),
     [
         (lambda row: {"k": "x"}, "return an iterable of row dicts"),
+        (lambda row: None, "return an iterable of row dicts"),
         (lambda row: [{"k": "x"}], "missing column"),
         (lambda row: 1 // 0, "ZeroDivisionError"),
     ],

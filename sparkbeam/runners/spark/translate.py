@@ -54,7 +54,6 @@ from sparkbeam.transforms.combine import (
     Count,
     CountDistinct,
     Max,
-    MaxBy,
     Mean,
     Min,
     MinBy,
@@ -387,7 +386,6 @@ def _value_by(aggregate: ValueBy) -> Column:
     by = F.col(aggregate.by)
     pair = F.when(by.isNotNull(), F.struct(by.alias("by"), F.col(aggregate.value).alias("value")))
     best = F.min(pair) if isinstance(aggregate, MinBy) else F.max(pair)
-    assert isinstance(aggregate, (MinBy, MaxBy))
     return best.getField("value")
 
 
