@@ -5,7 +5,7 @@ checks invariant W on every edge) and `"spark"` (PySpark).
 """
 
 import importlib
-from typing import Any
+import typing
 
 from sparkbeam.errors import DataError, InvariantViolation, PipelineError
 from sparkbeam.graph import PTransform
@@ -16,11 +16,26 @@ from sparkbeam.pipeline_graph import PipelineGraph
 from sparkbeam.runners.direct import DirectRunner
 from sparkbeam.schema import Schema
 from sparkbeam.testing import assert_that, equal_to
-from sparkbeam.transforms.combine import CombineFn, CombinePerKey, Count, Max, Mean, Min, Sum
+from sparkbeam.transforms.combine import (
+    All,
+    Any,
+    CollectSet,
+    CombineFn,
+    CombinePerKey,
+    Count,
+    CountDistinct,
+    Max,
+    MaxBy,
+    Mean,
+    Min,
+    MinBy,
+    Sum,
+)
 from sparkbeam.transforms.connectors import ForEachBatch, ReadFromSpark
 from sparkbeam.transforms.elementwise import Filter, Map, Select
 from sparkbeam.transforms.expressions import Expr, coalesce, col, concat, lit, when
 from sparkbeam.transforms.files import ReadFiles, WriteFiles
+from sparkbeam.transforms.flat import FlatMap, Partition
 from sparkbeam.transforms.join import Join
 from sparkbeam.transforms.late import invalid_rows, late_rows
 from sparkbeam.transforms.sort import Sort
@@ -30,7 +45,7 @@ from sparkbeam.transforms.watermark import WithWatermark
 from sparkbeam.transforms.windows import Hop, Session, Tumble
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> typing.Any:
     """`sb.SparkRunner`, imported on first use: pyspark is an optional dependency."""
     if name in ("SparkRunner", "SparkResult"):
         return getattr(importlib.import_module("sparkbeam.runners.spark"), name)
@@ -38,24 +53,32 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "All",
+    "Any",
+    "CollectSet",
     "CombineFn",
     "CombinePerKey",
     "Count",
+    "CountDistinct",
     "Create",
     "DataError",
     "DirectRunner",
     "Expr",
     "Filter",
+    "FlatMap",
     "ForEachBatch",
     "Hop",
     "InvariantViolation",
     "Join",
     "Map",
     "Max",
+    "MaxBy",
     "Mean",
     "Min",
+    "MinBy",
     "PCollection",
     "PTransform",
+    "Partition",
     "Pipeline",
     "PipelineError",
     "PipelineGraph",

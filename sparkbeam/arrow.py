@@ -11,7 +11,7 @@ import datetime as _dt
 import pyarrow as pa
 
 from sparkbeam.errors import DataError
-from sparkbeam.schema import Columns, Schema
+from sparkbeam.schema import Columns, Schema, list_element
 
 ARROW_TIMESTAMP = pa.timestamp("us", tz="UTC")
 
@@ -25,8 +25,14 @@ ARROW_TYPES: dict[type, pa.DataType] = {
 }
 
 
+def arrow_type(kind: type) -> pa.DataType:
+    """A column type's Arrow type; a list column is an Arrow list of its element's type."""
+    element = list_element(kind)
+    return ARROW_TYPES[kind] if element is None else pa.list_(ARROW_TYPES[element])
+
+
 def arrow_schema(schema: Schema) -> pa.Schema:
-    return pa.schema([(name, ARROW_TYPES[kind]) for name, kind in schema.fields])
+    return pa.schema([(name, arrow_type(kind)) for name, kind in schema.fields])
 
 
 def to_arrow(columns: Columns, schema: Schema, label: str) -> pa.Table:
@@ -34,7 +40,7 @@ def to_arrow(columns: Columns, schema: Schema, label: str) -> pa.Table:
     arrays = []
     for name, kind in schema.fields:
         try:
-            arrays.append(pa.array(columns[name], type=ARROW_TYPES[kind]))
+            arrays.append(pa.array(columns[name], type=arrow_type(kind)))
         except (OverflowError, TypeError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
             raise DataError(
                 f"{label}: column {name!r} holds a value that does not fit {kind.__name__} in "
@@ -54,6 +60,8 @@ def from_arrow(data: pa.Table | pa.RecordBatch, schema: Schema) -> Columns:
                 array = array.view(pa.int64())  # the same microseconds (UTC), with no copy
             else:
                 array = array.cast(pa.timestamp("us")).cast(pa.int64())
+        elif list_element(kind) is _dt.datetime:
+            array = array.cast(pa.list_(pa.timestamp("us"))).cast(pa.list_(pa.int64()))
         columns[name] = array.to_pylist()
     return columns
 

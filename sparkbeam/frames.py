@@ -27,10 +27,19 @@ import pyarrow as pa
 
 from sparkbeam.arrow import ARROW_TYPES
 from sparkbeam.errors import DataError
-from sparkbeam.schema import Row, Schema
+from sparkbeam.schema import Row, Schema, list_element
 
 FRAME_ARROW_TYPES: dict[type, pa.DataType] = {**ARROW_TYPES, _dt.datetime: pa.timestamp("us")}
 """Arrow types of the columns a user gets: naive timestamps, as `collect` gives them."""
+
+
+def _frame_arrow_type(kind: type) -> pa.DataType | None:
+    """A column type's Arrow type in a frame (a list column: a list of its element's)."""
+    element = list_element(kind)
+    if element is not None:
+        return pa.list_(FRAME_ARROW_TYPES[element])
+    return FRAME_ARROW_TYPES.get(kind)
+
 
 _PANDAS_TYPES: dict[type, str] = {
     _dt.datetime: "datetime64[us]",
@@ -48,11 +57,11 @@ def rows_to_arrow(rows: Sequence[Row], schema: Schema, label: str) -> pa.Table:
     for name, kind in schema.fields:
         values = [row[name] for row in rows]
         try:
-            array = pa.array(values, type=FRAME_ARROW_TYPES.get(kind))
+            array = pa.array(values, type=_frame_arrow_type(kind))
         except (OverflowError, TypeError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
             raise DataError(
                 f"{label}: column {name!r} holds a value Arrow cannot hold as "
-                f"{FRAME_ARROW_TYPES.get(kind, 'one type')} ({exc}); give the column a "
+                f"{_frame_arrow_type(kind) or 'one type'} ({exc}); give the column a "
                 "schema type (int, float, str, bool, bytes, datetime) with Select or Map"
             ) from None
         arrays.append(array)

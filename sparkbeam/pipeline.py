@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import importlib
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, Protocol, overload
 
 import attrs
 
@@ -31,6 +31,7 @@ from sparkbeam.transforms.connectors import ForEachBatch
 from sparkbeam.transforms.elementwise import Filter, Map, Select
 from sparkbeam.transforms.expressions import Col, Expr
 from sparkbeam.transforms.files import WriteFiles
+from sparkbeam.transforms.flat import FlatMap, Partition
 from sparkbeam.transforms.join import Join
 from sparkbeam.transforms.late import invalid_rows, late_rows
 from sparkbeam.transforms.sort import Sort
@@ -232,7 +233,14 @@ class PCollection:
     def __repr__(self) -> str:
         return f"PCollection[{self.node.label}]({self.schema.describe()})"
 
-    def __or__(self, transform: PTransform | Labelled) -> PCollection:
+    @overload
+    def __or__(self, transform: Partition) -> tuple[PCollection, ...]:  # type: ignore[overload-overlap]
+        ...
+
+    @overload
+    def __or__(self, transform: PTransform | Labelled) -> PCollection: ...
+
+    def __or__(self, transform: PTransform | Labelled) -> Any:
         return self.pipeline.apply(transform, (self,))
 
     # The fluent API: one method per transform, same arguments (SPEC section 4).
@@ -291,7 +299,7 @@ class PCollection:
         return self | Join(other, on, how, times=times, within=within, suffix=suffix, policy=policy)
 
     def combine_per_key(
-        self, keys: str | Sequence[str], **aggregates: AggregateFn | CombineFn
+        self, keys: str | Sequence[str], /, **aggregates: AggregateFn | CombineFn
     ) -> PCollection:
 
         return self | CombinePerKey(keys, **aggregates)
@@ -304,6 +312,19 @@ class PCollection:
     ) -> PCollection:
 
         return self | Map(fn, schema=schema, keeps=keeps)
+
+    def flat_map(
+        self,
+        fn: Callable[[Row], Iterable[Row]],
+        schema: Schema | Mapping[str, Any] | None = None,
+        keeps: Sequence[str] = (),
+    ) -> PCollection:
+        return self | FlatMap(fn, schema=schema, keeps=keeps)
+
+    def partition(self, fn: Callable[[Row, int], int], n: int) -> tuple[PCollection, ...]:
+        """`n` PCollections: row `r` goes to output `fn(r, n)` (`sb.Partition`)."""
+        outputs: Any = self | Partition(fn, n)
+        return tuple(outputs)
 
     def write_files(
         self, path: str, format: str = "parquet", mode: str = "overwrite"

@@ -4,13 +4,17 @@ A column's type is one of the Python types in `COLUMN_TYPES`. A `datetime`
 column is held inside the runners as integer microseconds since the epoch (see
 `sparkbeam.time`); rows going in are converted once at the source, rows coming
 out are converted back to naive UTC `datetime`s.
+
+A `list` column (what `CollectSet` gives) has a type made by `list_of(element)`,
+a subclass of `list` named like `list[int]`; its values are plain lists of the
+element type's values (internal ones inside the runners).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 import attrs
 
@@ -45,10 +49,42 @@ def type_name(column_type: type) -> str:
     return "datetime" if column_type is _dt.datetime else column_type.__name__
 
 
+class ListColumn(list[Any]):
+    """The base of list column types: `list_of(element)` is a subclass with its `element`."""
+
+    element: ClassVar[type] = object
+
+
+_LIST_TYPES: Final[dict[type, type[ListColumn]]] = {}
+for _element in (_dt.datetime, int, float, str, bool, bytes):
+    _name = f"list[{type_name(_element)}]"
+    _qualname = f"ListOf{type_name(_element).capitalize()}"
+    _LIST_TYPES[_element] = type(
+        _name,
+        (ListColumn,),
+        {"element": _element, "__module__": __name__, "__qualname__": _qualname},
+    )
+    globals()[_qualname] = _LIST_TYPES[_element]  # found by name: pickled by reference
+
+
+def list_of(element: type) -> type:
+    """The type of a column of lists of `element` values (`datetime`, `int`, ...)."""
+    if element not in _LIST_TYPES:
+        raise PipelineError(f"a list column holds {type_name(element)} values, which no list can")
+    return _LIST_TYPES[element]
+
+
+def list_element(column_type: type) -> type | None:
+    """The element type of a list column type; None for any other type."""
+    if isinstance(column_type, type) and issubclass(column_type, ListColumn):
+        return column_type.element
+    return None
+
+
 def _column_type(value: object, column: str) -> type:
     if isinstance(value, str) and value.lower() in _TYPE_NAMES:
         return _TYPE_NAMES[value.lower()]
-    if isinstance(value, type) and value in COLUMN_TYPES:
+    if isinstance(value, type) and (value in COLUMN_TYPES or list_element(value) is not None):
         return value
     names = ", ".join(type_name(t) for t in COLUMN_TYPES)
     raise PipelineError(f"column {column!r} has type {value!r}: use one of {names}")
@@ -165,6 +201,12 @@ def _check(kind: type) -> Callable[[object], bool]:
         return lambda value: isinstance(value, int) and not isinstance(value, bool)
     if kind is float:
         return lambda value: isinstance(value, (int, float)) and not isinstance(value, bool)
+    element = list_element(kind)
+    if element is not None:
+        check = _check(element)
+        return lambda value: (
+            isinstance(value, list) and all(item is None or check(item) for item in value)
+        )
     return lambda value: isinstance(value, kind)
 
 
@@ -200,6 +242,8 @@ def rows_to_columns(rows: Sequence[Mapping[str, Any]], schema: Schema, where: st
             _check_values(values, rows, name, kind, where)
         if kind is _dt.datetime:
             values = _datetimes_to_micros(values)
+        elif list_element(kind) is _dt.datetime:
+            values = [None if v is None else _datetimes_to_micros(v) for v in values]
         elif kind is int:
             _check_int64(values, rows, name, where)
         elif kind is float:
@@ -294,6 +338,11 @@ def to_external(kind: type) -> Callable[[list[Any]], list[Any]] | None:
     """The conversion of a column's internal values to Python values, if any."""
     if kind is _dt.datetime:
         return lambda values: [None if v is None else from_micros(v) for v in values]
+    if list_element(kind) is _dt.datetime:
+        return lambda values: [
+            None if v is None else [None if x is None else from_micros(x) for x in v]
+            for v in values
+        ]
     return None
 
 
@@ -309,6 +358,8 @@ def to_internal_value(value: Any, kind: type, where: str) -> Any:
         )
     if kind is _dt.datetime:
         return to_micros(value)
+    if list_element(kind) is _dt.datetime:
+        return [None if item is None else to_micros(item) for item in value]
     if kind is int and not INT64_MIN <= value <= INT64_MAX:
         raise DataError(
             f"{where}: {value} is outside the 64-bit integers ({INT64_MIN} to {INT64_MAX}) "

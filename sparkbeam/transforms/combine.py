@@ -1,4 +1,5 @@
-"""`CombinePerKey` and its aggregates: `Count`, `Sum`, `Mean`, `Min`, `Max` and user `CombineFn`s.
+"""`CombinePerKey` and its aggregates: `Count`, `Sum`, `Mean`, `Min`, `Max`, `CountDistinct`,
+`CollectSet`, `MinBy`, `MaxBy`, `Any`, `All` and user `CombineFn`s.
 
 Emission rule (append-only, each group once): a group is emitted when the
 watermark of one of its key columns passes it (the group's value in that
@@ -9,21 +10,26 @@ or the state would grow forever: such a pipeline is refused when applied.
 
 Nulls follow SQL: `Sum`, `Mean`, `Min`, `Max` and `Count(column)` skip
 `None`; over no values they give `None` (`Count` gives 0). `Sum` of an
-integer column is an integer.
+integer column is an integer. SPEC section 7 pins the others: `CountDistinct`
+counts distinct non-None values (0 over none); `CollectSet` is the sorted list
+of them (empty over none); `MinBy`/`MaxBy` give `value` of the row with the
+least/greatest non-None `by`, ties going to the least/greatest `value` (None
+least); `Any`/`All` are or/and of the non-None booleans. NaN equals NaN and is
+the largest value (section 3).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import typing
 from collections.abc import Sequence
-from typing import Any
 
 import attrs
 
 from sparkbeam.derivation import WatermarkRule, passing
 from sparkbeam.errors import PipelineError
 from sparkbeam.graph import EdgeInfo, PrimitiveTransform
-from sparkbeam.schema import Schema, type_name
+from sparkbeam.schema import Schema, list_of, type_name
 from sparkbeam.transforms.validation import column_names, single_input
 
 
@@ -36,16 +42,16 @@ class CombineFn:
 
     output_type: type = object
 
-    def create_accumulator(self) -> Any:
+    def create_accumulator(self) -> typing.Any:
         raise NotImplementedError
 
-    def add_input(self, accumulator: Any, element: dict[str, Any]) -> Any:
+    def add_input(self, accumulator: typing.Any, element: dict[str, typing.Any]) -> typing.Any:
         raise NotImplementedError
 
-    def merge_accumulators(self, accumulators: Sequence[Any]) -> Any:
+    def merge_accumulators(self, accumulators: Sequence[typing.Any]) -> typing.Any:
         raise NotImplementedError
 
-    def extract_output(self, accumulator: Any) -> Any:
+    def extract_output(self, accumulator: typing.Any) -> typing.Any:
         raise NotImplementedError
 
 
@@ -128,6 +134,80 @@ class Max(AggregateFn):
         return self._input_type(schema, label, _ORDERED, "an ordered")
 
 
+@attrs.frozen
+class CountDistinct(AggregateFn):
+    """The number of distinct non-None values (NaN equals NaN)."""
+
+    column: str
+
+    def output_type(self, schema: Schema, label: str) -> type:
+        self._input_type(schema, label, _ORDERED, "an ordered")
+        return int
+
+
+@attrs.frozen
+class CollectSet(AggregateFn):
+    """The distinct non-None values as a sorted list (NaN last); empty when there are none."""
+
+    column: str
+
+    def output_type(self, schema: Schema, label: str) -> type:
+        return list_of(self._input_type(schema, label, _ORDERED, "an ordered"))
+
+
+@attrs.frozen
+class ValueBy(AggregateFn):
+    """`value` of the row that is best by `by`: the base of `MinBy` and `MaxBy`."""
+
+    value: str
+    by: str
+
+    @property
+    def column(self) -> str:  # type: ignore[override]
+        return self.value
+
+    def output_type(self, schema: Schema, label: str) -> type:
+        schema.require(self.by, label)
+        if schema.type_of(self.by) not in _ORDERED:
+            raise PipelineError(
+                f"{label}: {type(self).__name__}({self.value!r}, {self.by!r}) needs an ordered "
+                f"`by` column, but {self.by!r} is {type_name(schema.type_of(self.by))}"
+            )
+        return self._input_type(schema, label, _ORDERED, "an ordered")
+
+
+@attrs.frozen
+class MinBy(ValueBy):
+    """`value` of the row with the least non-None `by`; among ties the least `value`
+    (None least); None when no row has a `by`."""
+
+
+@attrs.frozen
+class MaxBy(ValueBy):
+    """`value` of the row with the greatest non-None `by`; among ties the greatest `value`
+    (None least); None when no row has a `by`."""
+
+
+@attrs.frozen
+class Any(AggregateFn):
+    """True when a non-None value is True; None when there are no non-None values."""
+
+    column: str
+
+    def output_type(self, schema: Schema, label: str) -> type:
+        return self._input_type(schema, label, (bool,), "a bool")
+
+
+@attrs.frozen
+class All(AggregateFn):
+    """True when every non-None value is True; None when there are no non-None values."""
+
+    column: str
+
+    def output_type(self, schema: Schema, label: str) -> type:
+        return self._input_type(schema, label, (bool,), "a bool")
+
+
 Aggregate = AggregateFn | CombineFn
 
 
@@ -138,7 +218,9 @@ def _aggregate_type(name: str, aggregate: object, schema: Schema, label: str) ->
     if missing:
         raise PipelineError(
             f"{label}: aggregate {name}={aggregate!r} is neither a built-in aggregate "
-            f"(sb.Count(), sb.Sum(col), sb.Mean(col), sb.Min(col), sb.Max(col)) nor a "
+            "(sb.Count(), sb.Sum(col), sb.Mean(col), sb.Min(col), sb.Max(col), "
+            "sb.CountDistinct(col), sb.CollectSet(col), sb.MinBy(value, by), sb.MaxBy(value, by), "
+            f"sb.Any(col), sb.All(col)) nor a "
             f"CombineFn: it lacks {missing}"
         )
     kind = getattr(aggregate, "output_type", object)
@@ -153,9 +235,9 @@ class CombinePerKey(PrimitiveTransform):
     """
 
     keys: tuple[str, ...]
-    aggregates: tuple[tuple[str, Any], ...]
+    aggregates: tuple[tuple[str, typing.Any], ...]
 
-    def __init__(self, keys: str | Sequence[str], **aggregates: Aggregate) -> None:
+    def __init__(self, keys: str | Sequence[str], /, **aggregates: Aggregate) -> None:
         key_tuple = column_names(keys, "keys", "CombinePerKey")
         if not aggregates:
             raise PipelineError(
@@ -202,8 +284,10 @@ class CombinePerKey(PrimitiveTransform):
         return WatermarkRule(passing(self.keys))
 
 
-def _describe_aggregate(aggregate: Any) -> str:
+def _describe_aggregate(aggregate: typing.Any) -> str:
     """`Sum(amount)`, `Count()`, or a user `CombineFn`'s class name."""
+    if isinstance(aggregate, ValueBy):
+        return f"{type(aggregate).__name__}({aggregate.value}, {aggregate.by})"
     if isinstance(aggregate, AggregateFn):
         return f"{type(aggregate).__name__}({aggregate.column or ''})"
     return type(aggregate).__name__

@@ -69,6 +69,35 @@ class Concat(sb.CombineFn):
         return ",".join(sorted(accumulator))
 
 
+class RowCount(sb.CombineFn):
+    """A user CombineFn: the group's row count (next to it, built-in aggregates take the
+    runners' Python path on Spark)."""
+
+    output_type = int
+
+    def create_accumulator(self) -> int:
+        return 0
+
+    def add_input(self, accumulator: int, element: dict[str, Any]) -> int:
+        return accumulator + 1
+
+    def merge_accumulators(self, accumulators: Any) -> int:
+        return sum(accumulators)
+
+    def extract_output(self, accumulator: int) -> int:
+        return accumulator
+
+
+def repeat(row: dict[str, Any]) -> list[dict[str, Any]]:
+    """A `FlatMap` function: `n` copies of the row, numbered in `i` (none for n = 0 or None)."""
+    return [{"k": row["k"], "i": i, "t": row["t"]} for i in range(row["n"] or 0)]
+
+
+def by_n(row: dict[str, Any], n: int) -> int:
+    """A `Partition` function: the row's `n` (0 for None) modulo the number of outputs."""
+    return (row["n"] or 0) % n
+
+
 def windows(p: sb.Pipeline) -> dict[str, sb.PCollection]:
     w = (p | sb.Create(orders())).with_watermark("event_time", "10 seconds")
     keys = ["customer", "window_start", "window_end"]
@@ -213,11 +242,16 @@ SORTED = {
 def _canonical(value: Any) -> Any:
     if isinstance(value, float) and math.isfinite(value):
         return float(f"{value:.12g}")
+    if isinstance(value, float) and value != value:
+        return "NaN"  # one NaN equals another, as in Spark
+    if isinstance(value, list):  # a list column (`CollectSet`)
+        return tuple(_canonical(item) for item in value)
     return value
 
 
 def row_multiset(rows: list[dict[str, Any]]) -> Counter[tuple[tuple[str, Any], ...]]:
-    """Rows as a multiset; floats to 12 significant digits (Spark adds in another order)."""
+    """Rows as a multiset; floats to 12 significant digits (Spark adds in another order),
+    NaNs equal, lists as tuples."""
     return Counter(tuple(sorted((k, _canonical(v)) for k, v in row.items())) for row in rows)
 
 

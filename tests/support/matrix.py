@@ -178,6 +178,27 @@ def transforms(p: sb.Pipeline, mode: Mode) -> list[sb.PCollection]:
     return [windows.combine_per_key(["window_start"], **aggregates)]
 
 
+def flat_and_set_aggregates(p: sb.Pipeline, mode: Mode) -> list[sb.PCollection]:
+    """`FlatMap`, `Partition` and SPEC section 7's aggregates in one query."""
+    w = watermarked(p, mode)
+    twice = w.flat_map(lambda row: [row, {**row, "v": -row["v"]}], keeps=("t",))
+    small, large = twice.partition(lambda row, n: int(row["v"] > 2), 2)
+    aggregates = {
+        "distinct": sb.CountDistinct("k"),
+        "keys": sb.CollectSet("k"),
+        "first": sb.MinBy("k", "v"),
+        "last": sb.MaxBy("k", "v"),
+        "any": sb.Any("positive"),
+        "all": sb.All("positive"),
+    }
+    flagged = small.union(large).map(
+        lambda row: {**row, "positive": row["v"] > 0},
+        schema={**SCHEMA, "positive": bool},
+        keeps=("t",),
+    )
+    return [large, flagged.tumble("t", 10).combine_per_key(["window_start"], **aggregates)]
+
+
 def emit_event(p: sb.Pipeline, mode: Mode) -> list[sb.PCollection]:
     return [mode.source(p, "a", A).with_watermark("t", 0, emit="event")]
 
@@ -316,6 +337,12 @@ FEATURES: tuple[Feature, ...] = (
         "`Map`, `Filter`, `Select`, `Tumble`, `Hop`, `CombinePerKey` (built-in aggregates "
         "and a `CombineFn`)",
         transforms,
+        _outcomes(),
+    ),
+    Feature(
+        "`FlatMap`, `Partition`, `CombinePerKey` with `CountDistinct`, `CollectSet`, `MinBy`, "
+        "`MaxBy`, `Any`, `All`",
+        flat_and_set_aggregates,
         _outcomes(),
     ),
     Feature("`Sort`, `Session`", sort_session, _outcomes()),

@@ -23,6 +23,7 @@ from sparkbeam.runners.direct.executor import (
     OperatorFactory,
 )
 from sparkbeam.runners.direct.files import ReadFilesOperator, WriteFilesOperator
+from sparkbeam.runners.direct.flat import FlatMapOperator
 from sparkbeam.runners.direct.join import JoinOperator
 from sparkbeam.runners.direct.late import DroppedRowsOperator
 from sparkbeam.runners.direct.operator import Operator, lowest_of
@@ -40,6 +41,7 @@ from sparkbeam.transforms.combine import CombinePerKey
 from sparkbeam.transforms.connectors import ForEachBatch, ReadFromSpark
 from sparkbeam.transforms.elementwise import Filter, Map, Select
 from sparkbeam.transforms.files import ReadFiles, WriteFiles
+from sparkbeam.transforms.flat import FlatMap
 from sparkbeam.transforms.join import Join
 from sparkbeam.transforms.late import DroppedRows
 from sparkbeam.transforms.sort import Sort
@@ -56,6 +58,7 @@ OPERATORS: dict[type, OperatorFactory] = {
     TestStreamSource: TestStreamOperator,
     WithWatermark: WatermarkFilter,
     Map: MapOperator,
+    FlatMap: FlatMapOperator,
     Filter: FilterOperator,
     Select: SelectOperator,
     Tumble: TumbleOperator,

@@ -22,9 +22,22 @@ from sparkbeam.schema import (
     Columns,
     Schema,
     columns_to_rows,
+    one_nan,
     to_internal_value,
 )
-from sparkbeam.transforms.combine import Count, Max, Mean, Min, Sum
+from sparkbeam.transforms.combine import (
+    All,
+    CollectSet,
+    Count,
+    CountDistinct,
+    Max,
+    MaxBy,
+    Mean,
+    Min,
+    MinBy,
+    Sum,
+)
+from sparkbeam.transforms.combine import Any as AnyOf
 
 
 class Accumulators:
@@ -183,6 +196,116 @@ class MaxValues(MinValues):
                 best[slot] = value
 
 
+def order_key(value: Any) -> tuple[Any, ...]:
+    """A sort key in Spark's order: None least, NaN greatest (SPEC sections 3 and 7)."""
+    if value is None:
+        return (0,)
+    if value != value:
+        return (2,)
+    return (1, value)
+
+
+class DistinctValues(Accumulators):
+    """The set of distinct non-None values (one NaN for all); `CountDistinct` counts it."""
+
+    def __init__(self, column: str) -> None:
+        super().__init__()
+        self.column = column
+
+    def add(self, slots: Sequence[int], columns: Columns) -> None:
+        sets = self.values
+        present, values = _present(slots, columns[self.column])
+        for slot, value in zip(present, one_nan(values), strict=True):
+            found = sets[slot]
+            if found is None:
+                sets[slot] = {value}
+            else:
+                found.add(value)
+
+    def pop(self, slot: int) -> Any:
+        found = super().pop(slot)
+        return 0 if found is None else len(found)
+
+    def save(self, slot: int) -> Any:
+        found = self.values[slot]
+        return None if found is None else set(found)
+
+    def load(self, slot: int, saved: Any) -> None:
+        self.values[slot] = None if saved is None else set(saved)
+
+
+class SortedSet(DistinctValues):
+    """`CollectSet`: the distinct non-None values as a list in Spark's order (NaN last)."""
+
+    def pop(self, slot: int) -> Any:
+        found = Accumulators.pop(self, slot)
+        return [] if found is None else sorted(found, key=order_key)
+
+
+class ValueAtLeast(Accumulators):
+    """`MinBy`: a slot holds `(key, value)` for the best row so far, where the key orders
+    rows by `by`, then `value` (None least, NaN greatest); rows with a None `by` are
+    skipped."""
+
+    def __init__(self, value: str, by: str) -> None:
+        super().__init__()
+        self.value = value
+        self.by = by
+
+    def better(self, key: tuple[Any, ...], best: tuple[Any, ...]) -> bool:
+        return key < best
+
+    def add(self, slots: Sequence[int], columns: Columns) -> None:
+        bests = self.values
+        present, bys = _present(slots, columns[self.by])
+        if len(present) == len(slots):
+            values = columns[self.value]
+        else:
+            keep = [by is not None for by in columns[self.by]]
+            values = list(compress(columns[self.value], keep))
+        better = self.better
+        for slot, by, value in zip(present, bys, values, strict=True):
+            key = (order_key(by), order_key(value))
+            best = bests[slot]
+            if best is None or better(key, best[0]):
+                bests[slot] = (key, value)
+
+    def pop(self, slot: int) -> Any:
+        best = super().pop(slot)
+        return None if best is None else best[1]
+
+
+class ValueAtMost(ValueAtLeast):
+    """`MaxBy`: `ValueAtLeast` with the greatest key."""
+
+    def better(self, key: tuple[Any, ...], best: tuple[Any, ...]) -> bool:
+        return key > best
+
+
+class EitherTrue(Accumulators):
+    """`Any`: or of the non-None booleans (None until the first one)."""
+
+    def __init__(self, column: str) -> None:
+        super().__init__()
+        self.column = column
+
+    def add(self, slots: Sequence[int], columns: Columns) -> None:
+        found = self.values
+        for slot, value in zip(*_present(slots, columns[self.column]), strict=True):
+            current = found[slot]
+            found[slot] = value if current is None else current or value
+
+
+class BothTrue(EitherTrue):
+    """`All`: and of the non-None booleans (None until the first one)."""
+
+    def add(self, slots: Sequence[int], columns: Columns) -> None:
+        found = self.values
+        for slot, value in zip(*_present(slots, columns[self.column]), strict=True):
+            current = found[slot]
+            found[slot] = value if current is None else current and value
+
+
 class UserCombine(Accumulators):
     """A user `CombineFn`: an accumulator per group and chunk, merged into the group's."""
 
@@ -232,4 +355,16 @@ def accumulators_for(
         return MinValues(aggregate.column)
     if isinstance(aggregate, Max):
         return MaxValues(aggregate.column)
+    if isinstance(aggregate, CountDistinct):
+        return DistinctValues(aggregate.column)
+    if isinstance(aggregate, CollectSet):
+        return SortedSet(aggregate.column)
+    if isinstance(aggregate, MaxBy):
+        return ValueAtMost(aggregate.value, aggregate.by)
+    if isinstance(aggregate, MinBy):
+        return ValueAtLeast(aggregate.value, aggregate.by)
+    if isinstance(aggregate, AnyOf):
+        return EitherTrue(aggregate.column)
+    if isinstance(aggregate, All):
+        return BothTrue(aggregate.column)
     return UserCombine(aggregate, schema, output_type, where)

@@ -26,7 +26,7 @@ from pyspark.sql.streaming.stateful_processor import (
     TimerValues,
 )
 
-from sparkbeam.schema import Schema
+from sparkbeam.schema import Schema, list_element, list_of
 
 KEY = "__sparkbeam_state_key"
 ORDER = "__sparkbeam_order"
@@ -128,17 +128,25 @@ class HeldRows(StatefulProcessor):
         pass
 
 
+def _as_long(kind: type) -> type:
+    if kind is _dt.datetime:
+        return int
+    return list_of(int) if list_element(kind) is _dt.datetime else kind
+
+
 def as_longs(schema: Schema) -> Schema:
-    """`schema` with its datetime columns as integer microseconds."""
-    return Schema(
-        tuple((name, int if kind is _dt.datetime else kind) for name, kind in schema.fields)
-    )
+    """`schema` with its datetime columns (and lists of datetimes) as integer microseconds."""
+    return Schema(tuple((name, _as_long(kind)) for name, kind in schema.fields))
 
 
 def in_micros(schema: Schema) -> list[Column]:
     """The columns of `schema`, datetimes as microseconds."""
     return [
-        F.unix_micros(name).alias(name) if kind is _dt.datetime else F.col(name)
+        F.unix_micros(name).alias(name)
+        if kind is _dt.datetime
+        else F.transform(name, F.unix_micros).alias(name)
+        if list_element(kind) is _dt.datetime
+        else F.col(name)
         for name, kind in schema.fields
     ]
 
@@ -146,7 +154,11 @@ def in_micros(schema: Schema) -> list[Column]:
 def as_times(schema: Schema) -> list[Column]:
     """The columns of `schema` back from microseconds, where `schema` says datetime."""
     return [
-        F.timestamp_micros(name).alias(name) if kind is _dt.datetime else F.col(name)
+        F.timestamp_micros(name).alias(name)
+        if kind is _dt.datetime
+        else F.transform(name, F.timestamp_micros).alias(name)
+        if list_element(kind) is _dt.datetime
+        else F.col(name)
         for name, kind in schema.fields
     ]
 

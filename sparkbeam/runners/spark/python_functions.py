@@ -1,4 +1,4 @@
-"""User Python on Spark: `Map`, `Filter` and user `CombineFn`s, vectorised through Arrow.
+"""User Python on Spark: `Map`, `FlatMap`, `Filter` and user `CombineFn`s, vectorised through Arrow.
 
 Rows cross into the Python worker as Arrow record batches (`mapInArrow`,
 `applyInArrow`), become the same dicts the direct runner gives the user's
@@ -18,6 +18,7 @@ from sparkbeam.arrow import batch_of, from_arrow
 from sparkbeam.errors import DataError
 from sparkbeam.runners.shared.accumulators import accumulators_for
 from sparkbeam.schema import Columns, Row, Schema, columns_to_rows, rows_to_columns
+from sparkbeam.transforms.flat import flat_rows
 
 DATA_ERROR_MARK = "sparkbeam.DataError: "
 
@@ -42,6 +43,21 @@ def map_batches(
         for batch in batches:
             rows = [_call(fn, row, label) for row in _rows(batch, in_schema)]
             try:
+                columns = rows_to_columns(rows, out_schema, f"{label} output")
+            except DataError as exc:
+                raise DataError(f"{DATA_ERROR_MARK}{exc}") from None
+            yield batch_of(columns, out_schema, label)
+
+    return run
+
+
+def flat_map_batches(
+    fn: Callable[[Row], Any], in_schema: Schema, out_schema: Schema, label: str
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            try:
+                rows = [out for row in _rows(batch, in_schema) for out in flat_rows(fn, row, label)]
                 columns = rows_to_columns(rows, out_schema, f"{label} output")
             except DataError as exc:
                 raise DataError(f"{DATA_ERROR_MARK}{exc}") from None

@@ -55,6 +55,7 @@ from sparkbeam.transforms.combine import AggregateFn, CombinePerKey
 from sparkbeam.transforms.connectors import ForEachBatch, ReadFromSpark
 from sparkbeam.transforms.elementwise import Filter, Map, Select
 from sparkbeam.transforms.files import ReadFiles, WriteFiles
+from sparkbeam.transforms.flat import FlatMap
 from sparkbeam.transforms.join import Join
 from sparkbeam.transforms.late import INVALID, LATE_WATERMARK, DroppedRows
 from sparkbeam.transforms.sort import Sort
@@ -81,7 +82,7 @@ MAX_POLICY = ("spark.sql.streaming.multipleWatermarkPolicy", "max")
 `policy="max"` where watermarks of different `WithWatermark`s meet."""
 
 
-STATELESS = (Map, Filter, Select, Tumble, Hop, WriteFiles, ForEachBatch)
+STATELESS = (Map, FlatMap, Filter, Select, Tumble, Hop, WriteFiles, ForEachBatch)
 """`WriteFiles` and `ForEachBatch` pass their rows on; they write only as a query's sink."""
 
 
@@ -372,7 +373,7 @@ def combine_per_key(translation: Translation, node: Node, inputs: Sequence[DataF
             JUDGE,
             node.label,
         )
-    aggregates = [_aggregate(a).alias(name) for name, a in transform.aggregates]
+    aggregates = [_aggregate(a, streaming=True).alias(name) for name, a in transform.aggregates]
     return frame.groupBy(*transform.keys, JUDGE).agg(*aggregates).drop(JUDGE)
 
 

@@ -42,14 +42,30 @@ from sparkbeam.runners.spark.python_functions import (
     DATA_ERROR_MARK,
     combine_groups,
     filter_batches,
+    flat_map_batches,
     map_batches,
 )
 from sparkbeam.schema import Schema, rows_to_columns
-from sparkbeam.transforms.combine import AggregateFn, CombinePerKey, Count, Max, Mean, Min, Sum
+from sparkbeam.transforms.combine import (
+    AggregateFn,
+    All,
+    CollectSet,
+    CombinePerKey,
+    Count,
+    CountDistinct,
+    Max,
+    Mean,
+    Min,
+    MinBy,
+    Sum,
+    ValueBy,
+)
+from sparkbeam.transforms.combine import Any as AnyOf
 from sparkbeam.transforms.connectors import KNOWN_SCHEMAS, ForEachBatch, ReadFromSpark
 from sparkbeam.transforms.elementwise import Filter, Map, Select
 from sparkbeam.transforms.expressions import Expr
 from sparkbeam.transforms.files import ReadFiles, WriteFiles, data_files
+from sparkbeam.transforms.flat import FlatMap
 from sparkbeam.transforms.join import Join
 from sparkbeam.transforms.late import INVALID, DroppedRows
 from sparkbeam.transforms.sort import Sort
@@ -262,6 +278,15 @@ def map_rows(translation: Translation, node: Node, inputs: Sequence[DataFrame]) 
     return inputs[0].mapInArrow(function, spark_schema(out_schema, node.label))
 
 
+@translates(FlatMap)
+def flat_map_rows(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+    transform = node.transform
+    assert isinstance(transform, FlatMap)
+    in_schema, out_schema = _input_schema(translation, node), node.info.schema
+    function = flat_map_batches(transform.fn, in_schema, out_schema, node.label)
+    return inputs[0].mapInArrow(function, spark_schema(out_schema, node.label))
+
+
 @translates(Filter)
 def filter_rows(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
     """An expression is a native `filter` (a `None` result drops the row, as the direct
@@ -332,17 +357,37 @@ def hop(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> Da
     )
 
 
-def _aggregate(aggregate: AggregateFn) -> Column:
+def _aggregate(aggregate: AggregateFn, streaming: bool = False) -> Column:
+    """A built-in aggregate as Spark's native one (also in streaming, where Spark refuses
+    Python aggregates and distinct aggregates: `CountDistinct` is the size of the set)."""
     if isinstance(aggregate, Count):
         return F.count(F.lit(1)) if aggregate.column is None else F.count(aggregate.column)
+    if isinstance(aggregate, ValueBy):
+        return _value_by(aggregate)
+    if isinstance(aggregate, CountDistinct) and streaming:
+        return F.size(F.collect_set(aggregate.column))
     functions: dict[type, Callable[[str], Column]] = {
         Sum: F.sum,
         Mean: F.avg,
         Min: F.min,
         Max: F.max,
+        CountDistinct: F.count_distinct,
+        CollectSet: lambda column: F.array_sort(F.collect_set(column)),
+        AnyOf: F.bool_or,
+        All: F.bool_and,
     }
     assert aggregate.column is not None
     return functions[type(aggregate)](aggregate.column)
+
+
+def _value_by(aggregate: ValueBy) -> Column:
+    """`MinBy`/`MaxBy` as the min/max of `struct(by, value)` over the rows with a `by`:
+    structs compare field by field, None least (Spark's `min_by` picks any of the rows
+    that tie on `by`; this picks by `value`, as the model does)."""
+    by = F.col(aggregate.by)
+    pair = F.when(by.isNotNull(), F.struct(by.alias("by"), F.col(aggregate.value).alias("value")))
+    best = F.min(pair) if isinstance(aggregate, MinBy) else F.max(pair)
+    return best.getField("value")
 
 
 @translates(CombinePerKey)
