@@ -91,32 +91,32 @@ class Select(PrimitiveTransform):
 
 
 @attrs.frozen(eq=False, init=False)
-class Map(PrimitiveTransform):
-    """Apply `fn` to each row (a dict) to get one output row.
+class RowFunction(PrimitiveTransform):
+    """A user function of each row, with an output schema and `keeps` (`Map`, `FlatMap`).
 
     The output schema is `schema` when given, else the input's. `keeps` names
-    the columns `fn` leaves unchanged; their watermarks pass through, all
-    others are dropped.
+    the columns whose values every output row copies from its input row; their
+    watermarks pass through, all others are dropped.
     """
 
-    fn: Callable[[Row], Row]
+    fn: Callable[[Row], Any]
     schema: Schema | None
     keeps: tuple[str, ...]
 
     def __init__(
         self,
-        fn: Callable[[Row], Row],
+        fn: Callable[[Row], Any],
         schema: Schema | Mapping[str, Any] | None = None,
         keeps: Sequence[str] = (),
     ) -> None:
         if not callable(fn):
-            raise PipelineError(f"Map: fn must be callable, got {fn!r}")
+            raise PipelineError(f"{type(self).__name__}: fn must be callable, got {fn!r}")
         if isinstance(keeps, str):
             keeps = (keeps,)
         self.__attrs_init__(fn, None if schema is None else Schema.of(schema), tuple(keeps))
 
     def default_label(self) -> str:
-        return f"Map({getattr(self.fn, '__name__', 'fn')})"
+        return f"{type(self).__name__}({getattr(self.fn, '__name__', 'fn')})"
 
     def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
         source = single_input(inputs, label)
@@ -133,6 +133,16 @@ class Map(PrimitiveTransform):
     def watermark_rule(self, inputs: Sequence[EdgeInfo], label: str) -> WatermarkRule:
         """The columns in `keeps` keep their watermarks; all others are dropped."""
         return WatermarkRule(passing(self.keeps))
+
+
+@attrs.frozen(eq=False, init=False)
+class Map(RowFunction):
+    """Apply `fn` to each row (a dict) to get one output row.
+
+    The output schema is `schema` when given, else the input's. `keeps` names
+    the columns `fn` leaves unchanged; their watermarks pass through, all
+    others are dropped.
+    """
 
 
 @attrs.frozen(eq=False, init=False)

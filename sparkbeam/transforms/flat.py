@@ -10,65 +10,28 @@ Watermark rules:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING
 
 import attrs
 
-from sparkbeam.derivation import WatermarkRule, passing
 from sparkbeam.errors import DataError, PipelineError
-from sparkbeam.graph import EdgeInfo, PrimitiveTransform, PTransform
-from sparkbeam.schema import Row, Schema
-from sparkbeam.transforms.elementwise import Filter, Map, Select
-from sparkbeam.transforms.validation import single_input
+from sparkbeam.graph import PTransform
+from sparkbeam.schema import Row
+from sparkbeam.transforms.elementwise import Filter, Map, RowFunction, Select
 
 if TYPE_CHECKING:
     from sparkbeam.pipeline import PCollection
 
 
 @attrs.frozen(eq=False, init=False)
-class FlatMap(PrimitiveTransform):
+class FlatMap(RowFunction):
     """Apply `fn` to each row (a dict) to get zero or more output rows (an iterable of dicts).
 
     The output schema is `schema` when given, else the input's. `keeps` names
     the columns every output row copies from its input row; their watermarks
     pass through, all others are dropped.
     """
-
-    fn: Callable[[Row], Iterable[Row]]
-    schema: Schema | None
-    keeps: tuple[str, ...]
-
-    def __init__(
-        self,
-        fn: Callable[[Row], Iterable[Row]],
-        schema: Schema | Mapping[str, Any] | None = None,
-        keeps: Sequence[str] = (),
-    ) -> None:
-        if not callable(fn):
-            raise PipelineError(f"FlatMap: fn must be callable, got {fn!r}")
-        if isinstance(keeps, str):
-            keeps = (keeps,)
-        self.__attrs_init__(fn, None if schema is None else Schema.of(schema), tuple(keeps))
-
-    def default_label(self) -> str:
-        return f"FlatMap({getattr(self.fn, '__name__', 'fn')})"
-
-    def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
-        source = single_input(inputs, label)
-        schema = self.schema or source.schema
-        for name in self.keeps:
-            source.schema.require(name, f"{label} keeps")
-            schema.require(name, f"{label} keeps (output schema)")
-            if schema.type_of(name) is not source.schema.type_of(name):
-                raise PipelineError(
-                    f"{label}: keeps={name!r} but the column changes type in the output schema"
-                )
-        return EdgeInfo(schema, source.bounded)
-
-    def watermark_rule(self, inputs: Sequence[EdgeInfo], label: str) -> WatermarkRule:
-        """The columns in `keeps` keep their watermarks; all others are dropped."""
-        return WatermarkRule(passing(self.keeps))
 
 
 def flat_rows(fn: Callable[[Row], Iterable[Row]], row: Row, label: str) -> list[Row]:
