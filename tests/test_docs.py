@@ -29,7 +29,7 @@ import pytest
 import sparkbeam as sb
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = sorted((ROOT / "docs").glob("*.md"))
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>```+)(?P<info>[^`]*)$")
 MARKER = re.compile(r"^\s*<!--\s*(?P<marker>spark|output|not run:[^>]*?)\s*-->\s*$")
 
