@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything sparkbeam needs on a fresh machine, idempotently:
 # Java 17+ (for the Spark runner), Graphviz's dot (to draw pipelines), a
-# virtualenv in .venv, and the package with its spark, connect, frames, graph
-# and test extras. Re-running it is cheap: pip is skipped while pyproject.toml
+# virtualenv in .venv, and the package with its spark, connect, frames, graph,
+# docs and test extras. Re-running it is cheap: pip is skipped while pyproject.toml
 # is unchanged.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,7 +43,7 @@ fi
 stamp="$VENV/.sparkbeam-installed"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   "$VENV/bin/python" -m pip install -q --upgrade pip
-  "$VENV/bin/python" -m pip install -q -e '.[spark,connect,frames,graph,test]'
+  "$VENV/bin/python" -m pip install -q -e '.[spark,connect,frames,graph,docs,test]'
   touch "$stamp"
 fi
 

@@ -1,7 +1,7 @@
-"""Writes README.md's "Where each runs" table from the support matrix (tests/support/matrix.py)
-and the runners' refusal catalogues (sparkbeam/runners/*/limits.py).
+"""Writes the "Where each runs" table of docs/support.md from the support matrix
+(tests/support/matrix.py) and the runners' refusal catalogues (sparkbeam/runners/*/limits.py).
 
-Usage: python scripts/support_table.py [--check]   (--check: exit 1 if README.md is stale)
+Usage: python scripts/support_table.py [--check]   (--check: exit 1 if docs/support.md is stale)
 """
 
 from __future__ import annotations
@@ -11,19 +11,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.support.table import README, with_table
+from tests.support.table import PAGE, with_table
 
 
 def main(argv: list[str]) -> int:
-    readme = README.read_text(encoding="utf-8")
-    generated = with_table(readme)
-    if generated == readme:
+    page = PAGE.read_text(encoding="utf-8")
+    generated = with_table(page)
+    if generated == page:
         return 0
     if "--check" in argv:
-        print("README.md's support table is stale: run python scripts/support_table.py")
+        print("docs/support.md's support table is stale: run python scripts/support_table.py")
         return 1
-    README.write_text(generated, encoding="utf-8")
-    print("README.md: support table written")
+    PAGE.write_text(generated, encoding="utf-8")
+    print("docs/support.md: support table written")
     return 0
 
 

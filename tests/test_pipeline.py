@@ -225,7 +225,8 @@ def reachable(root: object) -> list[object]:
 
 
 def test_the_graph_keeps_no_pcollection_the_user_dropped() -> None:
-    # Only held PCollections are recorded (README): the nodes refer to their inputs by node.
+    # Only held PCollections are recorded (docs/decisions.md): the nodes refer to their
+    # inputs by node.
     held = sb.Pipeline()
     handles = union_join_late_rows(held)
     expected = held.run().collect(handles["late"])

@@ -58,7 +58,7 @@ def assert_agree_epoch_by_epoch(builder: Any, spark_runner: Any, metrics: bool =
         for index, (want, got) in enumerate(zip(epochs, spark[output], strict=True)):
             assert row_multiset(got) == row_multiset(want), (output, index)
             if output == "sorted":  # the order of the sort column is part of the contract
-                # (ties: arrival order on the direct runner, unspecified on Spark; README)
+                # (ties: arrival order on the direct runner, unspecified on Spark; docs: Decisions)
                 assert [row["t"] for row in got] == [row["t"] for row in want], (output, index)
 
 

@@ -7,7 +7,7 @@ input (`Create`), over `TestStream`s it replays, and over live sources
 for a mode and declares, for every mode, `Runs` (it gives the direct runner's
 rows) or `Refused` with the runners' catalogue entry
 (`sparkbeam/runners/*/limits.py`). `test_support_matrix.py` checks every
-declaration; `table.py` renders them as the README's "Where each runs".
+declaration; `table.py` renders them as the docs' "Where each runs" (docs/support.md).
 """
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ class Feature:
     """One row of the matrix: a feature, its pipeline, and each mode's outcome."""
 
     name: str
-    """The row's name in the README (Markdown)."""
+    """The row's name in docs/support.md (Markdown)."""
     build: Build
     """The pipeline for a mode; returns the PCollections to compare."""
     outcomes: dict[str, Outcome]

@@ -2,7 +2,7 @@
 to do (one `Refusal` each, in `REFUSALS`).
 
 Call sites raise them with `raise ENTRY.error(node.label, **fields)` before anything
-runs. The README's "Where each runs" table is generated from this catalogue and the
+runs. The docs' "Where each runs" table is generated from this catalogue and the
 support matrix (`tests/support/`, `scripts/support_table.py`).
 """
 
@@ -37,4 +37,4 @@ IDLE_PROCESSING_TIME = Refusal(
 )
 
 REFUSALS = (NO_OPERATOR, READ_FROM_SPARK, IDLE_PROCESSING_TIME)
-"""The direct runner's refusals, in the order the README lists them."""
+"""The direct runner's refusals, in the order docs/support.md lists them."""

@@ -79,7 +79,7 @@ pipelines in `tests/runners/direct/test_parallel.py`). What remains: the
 order of rows within an epoch, ties of a `Sort` across units, the
 watermarks in between those an epoch ends on where inputs do not come
 straight from their filters, peak state sizes, and, with `emit="event"`,
-the filters' local watermarks (README).
+the filters' local watermarks (docs/testing.md).
 
 Results are merged over units: the rows of a PCollection per epoch in the
 order its units emitted them; its watermarks are those its units emitted,

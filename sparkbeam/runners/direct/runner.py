@@ -117,7 +117,7 @@ class DirectRunner:
     epoch by epoch: the units of a `WithWatermark` share one watermark per
     epoch, as a Spark micro-batch does; `idle_after` and `max_drift` are
     decided per `WithWatermark` from all its units. With `emit="event"` each
-    unit keeps its own watermark (README, "Parallel direct runner").
+    unit keeps its own watermark (docs/testing.md, "How parallel units run").
 
     `idle_after` counts epochs: given as a duration of processing time it is
     refused on unbounded input (the direct runner has no processing time);

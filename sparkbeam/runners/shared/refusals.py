@@ -2,7 +2,7 @@
 
 Each runner lists all of its refusals in its `limits` module
 (`runners/direct/limits.py`, `runners/spark/limits.py`) and raises them with
-`Refusal.error`; the README's "Where each runs" table is generated from those
+`Refusal.error`; the docs' "Where each runs" table (docs/support.md) is generated from those
 lists and the support matrix (`scripts/support_table.py`).
 """
 
@@ -45,9 +45,9 @@ class Refusal:
     """
 
     name: str
-    """A short stable name (`"emit-event"`): the README and the tests refer to it."""
+    """A short stable name (`"emit-event"`): the docs and the tests refer to it."""
     refused: str
-    """What is refused, in the README's words (Markdown)."""
+    """What is refused, in the docs' words (Markdown)."""
     modes: tuple[str, ...]
     """Where it is refused (`MODES`)."""
     reason: str

@@ -9,7 +9,7 @@ watermark and `wm` the model's. A column's judge is compiled from its
 transform's watermark rule (`sparkbeam.derivation`): every step moves the
 event time's own judge (`v + 1 microsecond`) by a constant. Event times are
 shifted by 1969 years inside Spark (its watermark never goes below 1970).
-README, "The Spark runner", says how this makes late rows exact.
+docs/spark-runner.md, "How the rows are made exact", says how this makes late rows exact.
 """
 
 from __future__ import annotations

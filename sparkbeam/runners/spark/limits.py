@@ -2,7 +2,7 @@
 do (one `Refusal` each, in `REFUSALS`).
 
 Call sites raise them with `raise ENTRY.error(node.label, **fields)`, when the
-pipeline is translated or a query planned, before any query runs. The README's
+pipeline is translated or a query planned, before any query runs. The docs'
 "Where each runs" table is generated from this catalogue and the support matrix
 (`tests/support/`, `scripts/support_table.py`).
 """
@@ -205,7 +205,7 @@ REFUSALS = (
     LIVE_MERGE,
     MAX_DRIFT_LIVE,
 )
-"""The Spark runner's refusals, in the order the README lists them."""
+"""The Spark runner's refusals, in the order docs/support.md lists them."""
 
 
 def refuse_streaming_limits(nodes: Sequence[Node]) -> None:

@@ -11,7 +11,7 @@ left interval join, and a Sort after a CombinePerKey.
 
 Outputs are compared in a canonical form: as a multiset of rows, and, after
 a `Sort`, also as the sequence of sort-column values within each key (ties
-in the sort column have no defined order across units; SPEC and README).
+in the sort column have no defined order across units; SPEC and docs/testing.md).
 All values are integers (no float sums to add in another order), except
 `Mean`, which divides equal integer totals and counts.
 """

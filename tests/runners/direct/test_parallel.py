@@ -277,7 +277,7 @@ def test_units_that_never_see_a_row_follow_the_global_watermark() -> None:
 
 
 def test_with_emit_event_each_unit_keeps_its_local_watermark() -> None:
-    """Event: the watermark rises within a unit, after each of its rows (README)."""
+    """Event: the watermark rises within a unit, after each of its rows (docs/testing.md)."""
     assert _filter_run(sb.DirectRunner(), "event") == (3, [100])  # 1 after 100: late too
     assert _filter_run(sb.DirectRunner(parallelism=2), "event") == (1, [1, 50, 100])  # unit 1: -9
 
