@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from sparkbeam.derivation import WatermarkRule, passing
-from sparkbeam.errors import DataError, PipelineError
+from sparkbeam.errors import DataError, PipelineError, described
 from sparkbeam.graph import EdgeInfo, PrimitiveTransform, PTransform
 from sparkbeam.schema import Row, Schema
 from sparkbeam.transforms.elementwise import Filter, Map, Select
@@ -77,7 +77,9 @@ def flat_rows(fn: Callable[[Row], Iterable[Row]], row: Row, label: str) -> list[
     try:
         out = fn(row)
     except Exception as exc:
-        raise DataError(f"{label}: the function raised {exc!r} on row {row!r}", row) from exc
+        raise DataError(
+            f"{label}: the function raised {described(exc)} on row {row!r}", row
+        ) from exc
     if isinstance(out, (Mapping, str, bytes)) or not isinstance(out, Iterable):
         raise DataError(
             f"{label}: the function returned {out!r} for row {row!r}; return an iterable of "
@@ -87,7 +89,9 @@ def flat_rows(fn: Callable[[Row], Iterable[Row]], row: Row, label: str) -> list[
     try:
         return list(out)
     except Exception as exc:  # a generator that raises part way
-        raise DataError(f"{label}: the function raised {exc!r} on row {row!r}", row) from exc
+        raise DataError(
+            f"{label}: the function raised {described(exc)} on row {row!r}", row
+        ) from exc
 
 
 PARTITION_COLUMN = "__sparkbeam_partition"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sparkbeam.errors import DataError
+from sparkbeam.errors import DataError, described
 from sparkbeam.graph import EdgeInfo, Node
 from sparkbeam.runners.direct.operator import Chunk, Message, Operator
 from sparkbeam.schema import Row, Schema, columns_to_rows, rows_to_columns
@@ -17,7 +17,9 @@ def _call(fn: Callable[[Row], Any], row: Row, label: str) -> Any:
     try:
         return fn(row)
     except Exception as exc:
-        raise DataError(f"{label}: the function raised {exc!r} on row {row!r}", row) from exc
+        raise DataError(
+            f"{label}: the function raised {described(exc)} on row {row!r}", row
+        ) from exc
 
 
 class MapOperator(Operator):

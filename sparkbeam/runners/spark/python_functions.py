@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 
 from sparkbeam.arrow import batch_of, from_arrow
-from sparkbeam.errors import DataError
+from sparkbeam.errors import DataError, described
 from sparkbeam.runners.shared.accumulators import accumulators_for
 from sparkbeam.schema import Columns, Row, Schema, columns_to_rows, rows_to_columns
 from sparkbeam.transforms.flat import flat_rows
@@ -28,7 +28,7 @@ def _call(fn: Callable[[Row], Any], row: Row, label: str) -> Any:
         return fn(row)
     except Exception as exc:
         raise DataError(
-            f"{DATA_ERROR_MARK}{label}: the function raised {exc!r} on row {row!r}"
+            f"{DATA_ERROR_MARK}{label}: the function raised {described(exc)} on row {row!r}"
         ) from exc
 
 
@@ -101,6 +101,8 @@ def combine_groups(
             try:
                 accumulators.add(group, columns)
                 out[name] = [accumulators.pop(0)]
+            except DataError as exc:
+                raise DataError(f"{DATA_ERROR_MARK}{exc}") from exc
             except Exception as exc:
                 raise DataError(
                     f"{DATA_ERROR_MARK}{label}: aggregate {name} raised {exc!r}"
