@@ -274,7 +274,7 @@ def map_rows(translation: Translation, node: Node, inputs: Sequence[DataFrame]) 
     transform = node.transform
     assert isinstance(transform, Map)
     in_schema, out_schema = _input_schema(translation, node), node.info.schema
-    function = map_batches(transform.fn, in_schema, out_schema, node.label)
+    function = map_batches(transform.fn, in_schema, out_schema, node.label, transform.keeps)
     return inputs[0].mapInArrow(function, spark_schema(out_schema, node.label))
 
 
@@ -283,7 +283,9 @@ def flat_map_rows(translation: Translation, node: Node, inputs: Sequence[DataFra
     transform = node.transform
     assert isinstance(transform, FlatMap)
     in_schema, out_schema = _input_schema(translation, node), node.info.schema
-    function = flat_map_batches(transform.fn, in_schema, out_schema, node.label)
+    function = flat_map_batches(
+        transform.fn, in_schema, out_schema, node.label, transform.keeps
+    )
     return inputs[0].mapInArrow(function, spark_schema(out_schema, node.label))
 
 
