@@ -130,3 +130,29 @@ def test_a_broken_keeps_promise_is_a_data_error_naming_the_map_and_the_row(
     no_jvm(text)
     assert text.startswith("Moves: keeps=['t']"), text
     assert "'x': 2" in text
+
+
+@pytest.mark.parametrize(
+    ("window", "t"),
+    [
+        (sb.Tumble("t", size="1 day"), datetime(9999, 12, 31, 12)),
+        (sb.Hop("t", size="2 days", slide="1 day"), datetime(9999, 12, 30, 12)),
+        (sb.Tumble("t", size="1 day", offset="12 hours"), datetime(1, 1, 1, 6)),
+    ],
+    ids=["tumble-9999", "hop-9999", "tumble-year-1"],
+)
+@pytest.mark.parametrize("mode", [MODES[0], MODES[2]])
+def test_a_window_bound_outside_the_calendar_is_a_data_error(
+    mode: str, window: Any, t: datetime, request: Any
+) -> None:
+    """Issue 19 item 6: a bare OverflowError on every runner."""
+    p = sb.Pipeline(runner=runner_for(mode, request))
+    rows = [{"x": 1, "t": datetime(2026, 1, 1)}, {"x": 2, "t": t}]
+    out = p | sb.Create(rows) | "Windows" >> window
+    with pytest.raises(sb.DataError) as caught:
+        p.run().collect(out)
+    text = str(caught.value)
+    no_jvm(text)
+    assert text.startswith("Windows: "), text
+    assert "year 1 to 9999" in text
+    assert "'x': 2" in text or '"x":2' in text  # the row (as JSON on Spark)
