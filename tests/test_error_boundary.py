@@ -156,3 +156,47 @@ def test_a_window_bound_outside_the_calendar_is_a_data_error(
     assert text.startswith("Windows: "), text
     assert "year 1 to 9999" in text
     assert "'x': 2" in text or '"x":2' in text  # the row (as JSON on Spark)
+
+
+def two_epochs(p: Any) -> Any:
+    stream = sb.TestStream({"x": int, "t": datetime})
+    stream.add_epoch([{"x": 1, "t": T0}, {"x": 2, "t": T0 + timedelta(minutes=10)}])
+    stream.add_epoch([{"x": 3, "t": T0 + timedelta(minutes=2)}])
+    return p | stream
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("second", ["t", "u"])
+def test_chained_with_watermarks_are_refused_on_spark_streaming(
+    spark_runner: Any, second: str
+) -> None:
+    """Issue 19 item 7: Spark failed the query ("Redefining watermark is disallowed")."""
+    p = sb.Pipeline(runner=spark_runner)
+    first = two_epochs(p) | "W1" >> sb.WithWatermark("t", delay=timedelta(minutes=5))
+    if second == "u":
+        first = first.with_columns(u=sb.col("t"))
+    first | "W2" >> sb.WithWatermark(second, delay=timedelta(minutes=1))
+    with pytest.raises(sb.PipelineError, match=r"^W2: .*chained one after another") as caught:
+        p.run()
+    no_jvm(str(caught.value))
+
+
+@pytest.mark.spark
+def test_a_delay_beyond_spark_interval_range_is_refused_on_spark_streaming(
+    spark_runner: Any,
+) -> None:
+    """Issue 19 item 7: a bare AnalysisException [CANNOT_PARSE_INTERVAL]."""
+    p = sb.Pipeline(runner=spark_runner)
+    two_epochs(p) | "W1" >> sb.WithWatermark("t", delay=timedelta(days=999_999_999))
+    with pytest.raises(sb.PipelineError, match=r"^W1: delay .* at most \d+ milliseconds"):
+        p.run()
+
+
+def test_the_direct_runner_takes_chained_watermarks_and_any_delay() -> None:
+    p = sb.Pipeline()
+    first = two_epochs(p) | "W1" >> sb.WithWatermark("t", delay=timedelta(minutes=5))
+    chained = first | "W2" >> sb.WithWatermark("t", delay=timedelta(minutes=1))
+    patient = two_epochs(p) | "W3" >> sb.WithWatermark("t", delay=timedelta(days=999_999_999))
+    result = p.run()
+    assert sorted(row["x"] for row in result.collect(chained)) == [1, 2]
+    assert sorted(row["x"] for row in result.collect(patient)) == [1, 2, 3]
