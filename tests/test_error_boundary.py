@@ -200,3 +200,98 @@ def test_the_direct_runner_takes_chained_watermarks_and_any_delay() -> None:
     result = p.run()
     assert sorted(row["x"] for row in result.collect(chained)) == [1, 2]
     assert sorted(row["x"] for row in result.collect(patient)) == [1, 2, 3]
+
+
+@pytest.mark.parametrize("mode", [MODES[1], MODES[3]])
+def test_a_bad_row_in_the_last_epoch_is_found_before_the_first_epoch_runs(
+    mode: str, request: Any
+) -> None:
+    """`TestStream` rows are validated when the pipeline runs, before the first epoch."""
+    seen: list[int] = []
+    p = sb.Pipeline(runner=runner_for(mode, request))
+    stream = sb.TestStream({"x": int, "t": datetime})
+    stream.add_epoch([{"x": 1, "t": T0}])
+    stream.add_epoch([{"x": 2, "t": T0}])
+    stream.add_epoch([{"x": "three", "t": T0}])
+    (p | "Stream" >> stream).for_each_batch(lambda rows, epoch: seen.append(epoch))
+    with pytest.raises(sb.DataError, match=r"^Stream") as caught:
+        p.run()
+    no_jvm(str(caught.value))
+    assert seen == []
+
+
+# --- the boundary, transform by transform --------------------------------------------
+
+
+def fails_on_two(shape: str = "row") -> Any:
+    """A function of a row that raises on x == 2, else returns the row (`shape` "row"), a list
+    of it ("rows") or True ("bool") (local: Spark's workers get it by value)."""
+
+    def fails(row: dict[str, Any]) -> Any:
+        if row["x"] == 2:
+            raise KeyError("no such thing")
+        return {"row": dict(row), "rows": [dict(row)], "bool": True}[shape]
+
+    return fails
+
+
+BOUNDARY_CASES: dict[str, tuple[str, Any]] = {
+    # case: (label, the transform applied to rows with columns x: int, t: datetime)
+    "map": ("Broken map", lambda: sb.Map(fails_on_two())),
+    "map-output": ("Broken map", lambda: sb.Map(lambda row: {"x": row["x"]})),
+    "flat-map": ("Broken flat map", lambda: sb.FlatMap(fails_on_two("rows"))),
+    "filter": ("Broken filter", lambda: sb.Filter(fails_on_two("bool"))),
+    "tumble-calendar": ("Windows", lambda: sb.Tumble("t", size="1 day", offset="12 hours")),
+    "sum-overflow": (
+        "Totals",
+        lambda: sb.CombinePerKey([], total=sb.Sum("x")),
+    ),
+}
+"""Each case's bad input: `x == 2` for the functions, a time in year 1 whose window starts
+before it for the window, a huge x for the sum (see `boundary_rows`)."""
+
+SPARK_STREAMING_CASES = ("map", "tumble-calendar")
+"""Streaming queries cost seconds each on Spark: one case per kind of failure (a Python
+worker's, an engine check's)."""
+
+
+def boundary_rows(case: str) -> list[dict[str, Any]]:
+    rows = [{"x": x, "t": T0 + timedelta(seconds=x)} for x in range(1, 4)]
+    if case == "tumble-calendar":
+        rows[0]["t"] = datetime(1, 1, 1, 6)  # in epoch 0 of a stream: never late
+    if case == "sum-overflow":
+        rows[1]["x"] = 2**63 - 1
+    return rows
+
+
+@pytest.mark.parametrize(
+    ("mode", "case"),
+    [(mode, case) for mode in ("direct-batch", "direct-streaming") for case in BOUNDARY_CASES]
+    + [pytest.param("spark-batch", case, marks=pytest.mark.spark) for case in BOUNDARY_CASES]
+    + [
+        pytest.param("spark-streaming", case, marks=pytest.mark.spark)
+        for case in SPARK_STREAMING_CASES
+    ],
+)
+def test_the_error_boundary(mode: str, case: str, request: Any) -> None:
+    """Every failure of a running pipeline is sparkbeam's, names the transform, and shows
+    no JVM stack."""
+    label, make = BOUNDARY_CASES[case]
+    if case == "sum-overflow" and mode.endswith("streaming"):
+        pytest.skip("a global Sum has no streaming form (no watermarked key)")
+    p = sb.Pipeline(runner=runner_for(mode, request))
+    rows, schema = boundary_rows(case), {"x": int, "t": datetime}
+    if mode.endswith("streaming"):
+        stream = sb.TestStream(schema)
+        stream.add_epoch(rows[:1])
+        stream.add_epoch(rows[1:])
+        source = p | stream | sb.WithWatermark("t", delay=timedelta(0))
+    else:
+        source = p | sb.Create(rows, schema=schema)
+    out = source | label >> make()
+    with pytest.raises((sb.DataError, sb.PipelineError, sb.InvariantViolation)) as caught:
+        p.run().collect(out)
+    text = str(caught.value)
+    no_jvm(text)
+    assert label in text, text
+    assert len(text) < 2000, text
