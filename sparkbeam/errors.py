@@ -9,7 +9,11 @@
 
 from __future__ import annotations
 
+import os
+import traceback
 from typing import Any
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 class PipelineError(ValueError):
@@ -27,3 +31,17 @@ class DataError(ValueError):
 class InvariantViolation(AssertionError):
     """A stream broke invariant W (a row below a watermark, a watermark going back)
     or a `Sort` emitted rows out of order."""
+
+
+def described(exc: BaseException) -> str:
+    """A user function's exception in one line: its type and message, then the file and
+    line where it was raised (the innermost frame outside sparkbeam), as a `DataError`
+    quotes it; the exception itself goes along as the `DataError`'s `__cause__`."""
+    frames = [
+        frame
+        for frame in traceback.extract_tb(exc.__traceback__)
+        if not os.path.abspath(frame.filename).startswith(_PACKAGE)
+    ]
+    if not frames:
+        return repr(exc)
+    return f"{exc!r} at {frames[-1].filename}:{frames[-1].lineno}"

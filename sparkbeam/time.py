@@ -54,6 +54,11 @@ def to_micros(value: _dt.datetime) -> int:
     return (value - _EPOCH_UTC) // ONE_MICROSECOND
 
 
+MIN_MICROS = to_micros(_dt.datetime.min)
+MAX_MICROS = to_micros(_dt.datetime.max)
+"""The microseconds of the first and last datetimes (years 1 and 9999) both runners hold."""
+
+
 def from_micros(micros: int) -> _dt.datetime:
     """The naive UTC `datetime` for microseconds since the epoch."""
     return EPOCH + _dt.timedelta(microseconds=micros)

@@ -9,8 +9,8 @@ Watermark rules (each transform's `watermark_rule`):
   `W(out, floor(wm))` (each expression's rule sits in its `bind`).
   Watermarks of columns it drops or computes otherwise are dropped.
 - `Map` keeps the watermarks of the columns it declares in `keeps` (it
-  promises to leave them unchanged; the direct runner checks the promise
-  through invariant W) and drops all others.
+  promises to leave them unchanged; both runners check the promise on every
+  row, `broken_keeps`) and drops all others.
 """
 
 from __future__ import annotations
@@ -21,15 +21,16 @@ from typing import Any
 import attrs
 
 from sparkbeam.derivation import Derived, WatermarkRule, passing
-from sparkbeam.errors import PipelineError
+from sparkbeam.errors import DataError, PipelineError
 from sparkbeam.graph import EdgeInfo, PrimitiveTransform
-from sparkbeam.schema import Row, Schema
+from sparkbeam.schema import Row, Schema, columns_to_rows
 from sparkbeam.transforms.expressions import (
     BoundExpr,
     Col,
     Expr,
     expression,
     predicate_type_check,
+    take,
 )
 from sparkbeam.transforms.validation import single_input
 
@@ -96,7 +97,10 @@ class RowFunction(PrimitiveTransform):
 
     The output schema is `schema` when given, else the input's. `keeps` names
     the columns whose values every output row copies from its input row; their
-    watermarks pass through, all others are dropped.
+    watermarks pass through, all others are dropped. Each runner checks the
+    promise on every row: an output row whose kept column differs from its
+    input row's is a `DataError` naming the transform and the row (never a
+    row lost as late).
     """
 
     fn: Callable[[Row], Any]
@@ -133,6 +137,40 @@ class RowFunction(PrimitiveTransform):
     def watermark_rule(self, inputs: Sequence[EdgeInfo], label: str) -> WatermarkRule:
         """The columns in `keeps` keep their watermarks; all others are dropped."""
         return WatermarkRule(passing(self.keeps))
+
+
+def broken_keeps(
+    label: str,
+    keeps: Sequence[str],
+    before: Mapping[str, list[Any]],
+    after: Mapping[str, list[Any]],
+    schemas: tuple[Schema, Schema],
+    sources: Sequence[int] | None = None,
+) -> DataError | None:
+    """The `DataError` for the first output row whose `keeps` column differs from its input
+    row's, or None when every promise holds (both runners check it, on internal values).
+
+    `before`/`after` are the input and output columns; output row `i` came from input row
+    `sources[i]` (from input row `i` when `sources` is None). NaN equals NaN.
+    """
+    for name in keeps:
+        old, new = before[name], after[name]
+        if sources is None and old == new:
+            continue
+        for i, value in enumerate(new):
+            j = i if sources is None else sources[i]
+            was = old[j]
+            if value != was and not (value != value and was != was):
+                row = columns_to_rows(take(before, [j]), schemas[0])[0]
+                out = columns_to_rows(take(after, [i]), schemas[1])[0]
+                return DataError(
+                    f"{label}: keeps={list(keeps)!r} promises that the function leaves "
+                    f"{name!r} unchanged, but it made {out[name]!r} of {row[name]!r} on row "
+                    f"{row!r} (output {out!r}); leave {name!r} as it is or drop it from keeps "
+                    "(its watermark is then dropped)",
+                    row,
+                )
+    return None
 
 
 @attrs.frozen(eq=False, init=False)

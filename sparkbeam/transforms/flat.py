@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from sparkbeam.errors import DataError, PipelineError
+from sparkbeam.errors import DataError, PipelineError, described
 from sparkbeam.graph import PTransform
 from sparkbeam.schema import Row
 from sparkbeam.transforms.elementwise import Filter, Map, RowFunction, Select
@@ -40,7 +40,9 @@ def flat_rows(fn: Callable[[Row], Iterable[Row]], row: Row, label: str) -> list[
     try:
         out = fn(row)
     except Exception as exc:
-        raise DataError(f"{label}: the function raised {exc!r} on row {row!r}", row) from exc
+        raise DataError(
+            f"{label}: the function raised {described(exc)} on row {row!r}", row
+        ) from exc
     if isinstance(out, (Mapping, str, bytes)) or not isinstance(out, Iterable):
         raise DataError(
             f"{label}: the function returned {out!r} for row {row!r}; return an iterable of "
@@ -50,7 +52,9 @@ def flat_rows(fn: Callable[[Row], Iterable[Row]], row: Row, label: str) -> list[
     try:
         return list(out)
     except Exception as exc:  # a generator that raises part way
-        raise DataError(f"{label}: the function raised {exc!r} on row {row!r}", row) from exc
+        raise DataError(
+            f"{label}: the function raised {described(exc)} on row {row!r}", row
+        ) from exc
 
 
 PARTITION_COLUMN = "__sparkbeam_partition"

@@ -32,6 +32,13 @@ WINDOW_END = "window_end"
 WINDOW_COLUMNS = (WINDOW_START, WINDOW_END)
 
 
+OUTSIDE_CALENDAR = (
+    "the row's window has a bound outside the datetimes both runners hold (year 1 to 9999); "
+    "filter such rows out before the window"
+)
+"""A `DataError`'s words for a window bound before year 1 or after 9999 (SPEC section 3)."""
+
+
 def _window_input(column: str, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
     source = single_input(inputs, label)
     require_time_column(source.schema, column, label)

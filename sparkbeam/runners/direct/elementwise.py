@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sparkbeam.errors import DataError
+from sparkbeam.errors import DataError, described
 from sparkbeam.graph import EdgeInfo, Node
 from sparkbeam.runners.direct.operator import Chunk, Message, Operator
 from sparkbeam.schema import Row, Schema, columns_to_rows, rows_to_columns
-from sparkbeam.transforms.elementwise import Filter, Map, Select
+from sparkbeam.transforms.elementwise import Filter, Map, Select, broken_keeps
 from sparkbeam.transforms.expressions import BoundExpr, RowError, take
 
 
@@ -17,7 +17,9 @@ def _call(fn: Callable[[Row], Any], row: Row, label: str) -> Any:
     try:
         return fn(row)
     except Exception as exc:
-        raise DataError(f"{label}: the function raised {exc!r} on row {row!r}", row) from exc
+        raise DataError(
+            f"{label}: the function raised {described(exc)} on row {row!r}", row
+        ) from exc
 
 
 class MapOperator(Operator):
@@ -31,7 +33,12 @@ class MapOperator(Operator):
     def on_chunk(self, port: int, chunk: Chunk) -> list[Message]:
         fn, label = self.transform.fn, self.label
         rows = [_call(fn, row, label) for row in columns_to_rows(chunk.columns, self.in_schema)]
-        return [Chunk(rows_to_columns(rows, self.out_schema, f"{label} output"), len(rows))]
+        columns = rows_to_columns(rows, self.out_schema, f"{label} output")
+        schemas = (self.in_schema, self.out_schema)
+        error = broken_keeps(label, self.transform.keeps, chunk.columns, columns, schemas)
+        if error is not None:
+            raise error
+        return [Chunk(columns, len(rows))]
 
 
 def evaluate(bound: BoundExpr, chunk: Chunk, schema: Schema, label: str) -> list[Any]:

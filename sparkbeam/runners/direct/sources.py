@@ -33,7 +33,12 @@ class CreateOperator(SourceOperator):
 
 
 class TestStreamOperator(SourceOperator):
-    """`TestStream`: epoch `i` of the stream in the pipeline's epoch `i`, then idle."""
+    """`TestStream`: epoch `i` of the stream in the pipeline's epoch `i`, then idle.
+
+    Every epoch's rows are checked when the operator is made, as the pipeline
+    starts: a bad row in the last epoch is a `DataError` before the first
+    epoch runs (as on Spark).
+    """
 
     __test__ = False
 
@@ -42,6 +47,8 @@ class TestStreamOperator(SourceOperator):
         assert isinstance(node.transform, TestStreamSource)
         self.epochs = node.transform.epochs
         self.epoch_count = len(self.epochs)
+        for rows in self.epochs:
+            rows_to_columns(rows, node.info.schema, node.label)
 
     def epoch(self, epoch: int) -> Iterable[Chunk]:
         return _chunks(self.epochs[epoch], self.node) if epoch < len(self.epochs) else ()

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from itertools import compress
 from typing import Any
 
-from sparkbeam.errors import DataError
+from sparkbeam.errors import DataError, described
 from sparkbeam.schema import (
     INT64_MAX,
     INT64_MIN,
@@ -307,7 +307,12 @@ class BothTrue(EitherTrue):
 
 
 class UserCombine(Accumulators):
-    """A user `CombineFn`: an accumulator per group and chunk, merged into the group's."""
+    """A user `CombineFn`: an accumulator per group and chunk, merged into the group's.
+
+    An exception of the `CombineFn` is a `DataError` naming `where` (the
+    `CombinePerKey` and the aggregate), the method, the exception with its
+    file and line and, for `add_input`, the row; the same on every runner.
+    """
 
     def __init__(self, fn: Any, schema: Schema, output_type: type, where: str) -> None:
         self.fn = fn
@@ -319,20 +324,33 @@ class UserCombine(Accumulators):
     def ensure(self, size: int) -> None:
         pass
 
+    def _failed(self, method: str, exc: Exception, row: Any = None) -> DataError:
+        on = "" if row is None else f" on row {row!r}"
+        return DataError(f"{self.where}: the CombineFn's {method} raised {described(exc)}{on}", row)
+
     def add(self, slots: Sequence[int], columns: Columns) -> None:
         fn = self.fn
         partial: dict[int, Any] = {}
         for slot, row in zip(slots, columns_to_rows(columns, self.schema), strict=True):
-            if slot not in partial:
-                partial[slot] = fn.create_accumulator()
-            partial[slot] = fn.add_input(partial[slot], row)
+            try:
+                if slot not in partial:
+                    partial[slot] = fn.create_accumulator()
+                partial[slot] = fn.add_input(partial[slot], row)
+            except Exception as exc:
+                raise self._failed("add_input", exc, row) from exc
         for slot, accumulator in partial.items():
             if slot in self.accumulators:
-                accumulator = fn.merge_accumulators([self.accumulators[slot], accumulator])
+                try:
+                    accumulator = fn.merge_accumulators([self.accumulators[slot], accumulator])
+                except Exception as exc:
+                    raise self._failed("merge_accumulators", exc) from exc
             self.accumulators[slot] = accumulator
 
     def pop(self, slot: int) -> Any:
-        value = self.fn.extract_output(self.accumulators.pop(slot))
+        try:
+            value = self.fn.extract_output(self.accumulators.pop(slot))
+        except Exception as exc:
+            raise self._failed("extract_output", exc) from exc
         return to_internal_value(value, self.output_type, self.where)
 
     def save(self, slot: int) -> Any:

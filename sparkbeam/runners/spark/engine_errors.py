@@ -113,17 +113,17 @@ def spark_errors(nodes: Sequence[Node] = ()) -> Iterator[None]:
             # A streaming query's error also prints its plan, where the check's message
             # appears unevaluated: only a message with its row in it was raised.
             if "to_json(struct(" not in match.group(1):
-                raise DataError(match.group(1).strip()) from None
+                raise DataError(match.group(1).strip()) from exc
         if "ARITHMETIC_OVERFLOW" in text:
-            raise _overflow(nodes) from None
+            raise _overflow(nodes) from exc
         missing = _MISSING_MODULE.search(text)
         if missing:
-            raise PipelineError(_missing_module_advice(missing.group(1), labels)) from None
+            raise PipelineError(_missing_module_advice(missing.group(1), labels)) from exc
         for marks, kind, advice in _ENGINE_ERRORS:
             lines = [line.strip() for line in text.splitlines() if any(m in line for m in marks)]
             if lines:
                 where = f"{', '.join(labels)}: " if labels else ""
                 said = _ENGINE_LINE.search(lines[0])
                 detail = said.group(1) if said else lines[0]
-                raise kind(f"{where}{advice}. Spark: {detail[:600]}") from None
+                raise kind(f"{where}{advice}. Spark: {detail[:600]}") from exc
         raise

@@ -133,6 +133,8 @@ def source_epochs(node: Node, paths: Paths) -> tuple[tuple[dict[str, Any], ...],
     epochs: Sequence[Sequence[dict[str, Any]]]
     if isinstance(transform, TestStreamSource):
         epochs = transform.epochs
+        for rows in epochs:  # every epoch checked before the first is fed (as the direct runner)
+            rows_to_columns(rows, node.info.schema, node.label)
     elif isinstance(transform, ReadFiles):
         found = data_files(transform.path, node.label, paths)
         files = [_file_rows(path, transform, node, paths) for path in found]

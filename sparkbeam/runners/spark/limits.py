@@ -65,11 +65,12 @@ BOUNDED_READ_IN_STREAM = Refusal(
 
 CHAINED_WATERMARKS = Refusal(
     name="chained-watermarks",
-    refused="a `Union`/`Join` whose inputs carry watermarks of `WithWatermark`s chained one "
-    "after another",
+    refused="a `WithWatermark` downstream of another one (chained, or meeting in a "
+    "`Union`/`Join`)",
     modes=(STREAMING, LIVE),
-    reason="its inputs carry watermarks of WithWatermark transforms chained one after another; "
-    "Spark keeps one watermark per query, so the Spark runner cannot judge their late rows apart",
+    reason="it follows another WithWatermark on its path; Spark keeps one watermark per query "
+    "and refuses to redefine it ('Redefining watermark is disallowed'), so the Spark runner "
+    "cannot judge their late rows apart",
     advice="keep one WithWatermark per input branch",
 )
 

@@ -9,6 +9,7 @@ is emitted once and forgotten, as the model's emission rule says.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,6 +23,7 @@ from pyspark.sql.streaming.stateful_processor import (
     TimerValues,
 )
 
+from sparkbeam.errors import DataError
 from sparkbeam.runners.shared.accumulators import accumulators_for
 from sparkbeam.runners.spark.arrow import spark_schema
 from sparkbeam.runners.spark.keyed_state import (
@@ -34,7 +36,17 @@ from sparkbeam.runners.spark.keyed_state import (
     transform_with_state,
     with_release,
 )
+from sparkbeam.runners.spark.python_functions import DATA_ERROR_MARK
 from sparkbeam.schema import Schema
+
+
+@contextlib.contextmanager
+def _marked() -> Iterator[None]:
+    """A `DataError` of the aggregates marked, for the driver to find in the query's error."""
+    try:
+        yield
+    except DataError as exc:
+        raise DataError(f"{DATA_ERROR_MARK}{exc}") from exc
 
 
 class PythonCombine(StatefulProcessor):
@@ -45,8 +57,14 @@ class PythonCombine(StatefulProcessor):
     """
 
     def __init__(
-        self, keys: tuple[str, ...], aggregates: Any, in_schema: Schema, out_schema: Schema
+        self,
+        keys: tuple[str, ...],
+        aggregates: Any,
+        in_schema: Schema,
+        out_schema: Schema,
+        label: str,
     ) -> None:
+        self.label = label
         self.keys = keys
         self.aggregates = aggregates
         self.in_schema = in_schema
@@ -66,7 +84,12 @@ class PythonCombine(StatefulProcessor):
             key_values, tables = (
                 None,
                 [
-                    accumulators_for(aggregate, self.in_schema, self.out_schema.type_of(name), name)
+                    accumulators_for(
+                        aggregate,
+                        self.in_schema,
+                        self.out_schema.type_of(name),
+                        f"{self.label} {name}",
+                    )
                     for name, aggregate in self.aggregates
                 ],
             )
@@ -77,8 +100,9 @@ class PythonCombine(StatefulProcessor):
         columns = {name: [row[name] for row in batch] for name in names}
         if key_values is None:
             key_values = [batch[0][k] for k in self.keys]
-        for table in tables:
-            table.add([0] * len(batch), columns)
+        with _marked():
+            for table in tables:
+                table.add([0] * len(batch), columns)
         self.group.update((cloudpickle.dumps((key_values, tables)),))
         for timer in {row[RELEASE] for row in batch}:
             self.handle.registerTimer(timer)
@@ -93,8 +117,9 @@ class PythonCombine(StatefulProcessor):
         key_values, tables = cloudpickle.loads(stored[0])
         self.group.clear()
         values = dict(zip(self.keys, key_values, strict=True))
-        for (name, _), table in zip(self.aggregates, tables, strict=True):
-            values[name] = table.pop(0)
+        with _marked():
+            for (name, _), table in zip(self.aggregates, tables, strict=True):
+                values[name] = table.pop(0)
         return iter([Row(**values)])
 
     def close(self) -> None:
@@ -116,7 +141,7 @@ def combine_stream(
     )
     combined = transform_with_state(
         grouped(prepared, keys),
-        PythonCombine(keys, aggregates, in_schema, out_schema),
+        PythonCombine(keys, aggregates, in_schema, out_schema, label),
         spark_schema(as_longs(out_schema), label),
     )
     return combined.select(*as_times(out_schema))

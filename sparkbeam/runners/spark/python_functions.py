@@ -15,9 +15,10 @@ from typing import Any
 import pyarrow as pa
 
 from sparkbeam.arrow import batch_of, from_arrow
-from sparkbeam.errors import DataError
+from sparkbeam.errors import DataError, described
 from sparkbeam.runners.shared.accumulators import accumulators_for
 from sparkbeam.schema import Columns, Row, Schema, columns_to_rows, rows_to_columns
+from sparkbeam.transforms.elementwise import broken_keeps
 from sparkbeam.transforms.flat import flat_rows
 
 DATA_ERROR_MARK = "sparkbeam.DataError: "
@@ -28,7 +29,7 @@ def _call(fn: Callable[[Row], Any], row: Row, label: str) -> Any:
         return fn(row)
     except Exception as exc:
         raise DataError(
-            f"{DATA_ERROR_MARK}{label}: the function raised {exc!r} on row {row!r}"
+            f"{DATA_ERROR_MARK}{label}: the function raised {described(exc)} on row {row!r}"
         ) from exc
 
 
@@ -36,31 +37,63 @@ def _rows(batch: pa.RecordBatch, schema: Schema) -> list[Row]:
     return columns_to_rows(from_arrow(batch, schema), schema)
 
 
+def _check_keeps(
+    label: str,
+    keeps: tuple[str, ...],
+    before: Columns,
+    after: Columns,
+    schemas: tuple[Schema, Schema],
+    sources: list[int] | None = None,
+) -> None:
+    error = broken_keeps(label, keeps, before, after, schemas, sources)
+    if error is not None:
+        raise DataError(f"{DATA_ERROR_MARK}{error}", error.row)
+
+
 def map_batches(
-    fn: Callable[[Row], Row], in_schema: Schema, out_schema: Schema, label: str
+    fn: Callable[[Row], Row],
+    in_schema: Schema,
+    out_schema: Schema,
+    label: str,
+    keeps: tuple[str, ...] = (),
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """`fn` on every row; a broken `keeps` promise is a `DataError`, as on the direct runner."""
+
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            rows = [_call(fn, row, label) for row in _rows(batch, in_schema)]
+            before = from_arrow(batch, in_schema)
+            rows = [_call(fn, row, label) for row in columns_to_rows(before, in_schema)]
             try:
                 columns = rows_to_columns(rows, out_schema, f"{label} output")
             except DataError as exc:
                 raise DataError(f"{DATA_ERROR_MARK}{exc}") from None
+            _check_keeps(label, keeps, before, columns, (in_schema, out_schema))
             yield batch_of(columns, out_schema, label)
 
     return run
 
 
 def flat_map_batches(
-    fn: Callable[[Row], Any], in_schema: Schema, out_schema: Schema, label: str
+    fn: Callable[[Row], Any],
+    in_schema: Schema,
+    out_schema: Schema,
+    label: str,
+    keeps: tuple[str, ...] = (),
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
+            before = from_arrow(batch, in_schema)
+            rows: list[Row] = []
+            sources: list[int] = []
             try:
-                rows = [out for row in _rows(batch, in_schema) for out in flat_rows(fn, row, label)]
+                for i, row in enumerate(columns_to_rows(before, in_schema)):
+                    out = flat_rows(fn, row, label)
+                    rows += out
+                    sources += [i] * len(out)
                 columns = rows_to_columns(rows, out_schema, f"{label} output")
             except DataError as exc:
                 raise DataError(f"{DATA_ERROR_MARK}{exc}") from None
+            _check_keeps(label, keeps, before, columns, (in_schema, out_schema), sources)
             yield batch_of(columns, out_schema, label)
 
     return run
@@ -101,6 +134,8 @@ def combine_groups(
             try:
                 accumulators.add(group, columns)
                 out[name] = [accumulators.pop(0)]
+            except DataError as exc:
+                raise DataError(f"{DATA_ERROR_MARK}{exc}") from exc
             except Exception as exc:
                 raise DataError(
                     f"{DATA_ERROR_MARK}{label}: aggregate {name} raised {exc!r}"

@@ -18,6 +18,7 @@ import attrs
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from sparkbeam.errors import PipelineError
 from sparkbeam.graph import Node
 from sparkbeam.runners.spark import limits
 from sparkbeam.runners.spark.arrow import spark_schema
@@ -287,6 +288,10 @@ def with_watermark(translation: Translation, node: Node, inputs: Sequence[DataFr
     assert isinstance(transform, WithWatermark)
     if transform.emit != "periodic":
         raise limits.EMIT_EVENT.error(node.label, emit=transform.emit)
+    if run.origins.get(node.inputs[0]):
+        # Spark refuses a watermark on a stream that already has one ("Redefining watermark
+        # is disallowed"), whatever the columns: refused here, before any query runs.
+        raise limits.CHAINED_WATERMARKS.error(node.label)
     schema = node.info.schema
     column, kind = transform.column, schema.type_of(transform.column)
     delay = transform.delay_units(schema, node.label)
@@ -305,6 +310,11 @@ def with_watermark(translation: Translation, node: Node, inputs: Sequence[DataFr
     return Made(counted, judged=marked, invalid=inputs[0].filter(time.isNull()))
 
 
+SPARK_MAX_DELAY_MS = (2**63 - 1) // 1000
+"""The largest watermark delay Spark parses: `withWatermark`'s interval is kept in microseconds
+(a 64-bit integer); beyond it Spark fails with CANNOT_PARSE_INTERVAL."""
+
+
 def _declare_watermark(
     run: StreamingTranslation, node: Node, frame: DataFrame, counted: bool
 ) -> DataFrame:
@@ -318,6 +328,14 @@ def _declare_watermark(
     column, kind = transform.column, schema.type_of(transform.column)
     delay = transform.delay_units(schema, node.label)
     delay_ms = delay // 1000 if kind is _dt.datetime else delay
+    if delay_ms > SPARK_MAX_DELAY_MS:
+        unit = "milliseconds" if kind is _dt.datetime else "units"
+        raise PipelineError(
+            f"{node.label}: delay {transform.delay!r} is {delay_ms} {unit}; Spark's watermark "
+            f"delay is at most {SPARK_MAX_DELAY_MS} milliseconds (about 292,000 years: its "
+            "interval in microseconds is a 64-bit integer), so the Spark runner cannot run "
+            "it; use a delay within that range"
+        )
     sentinel = run.frame(f"sentinel-{node.id}")
     events = frame.withColumn(SENTINEL, F.lit(False)).unionByName(sentinel)
     time = F.col(column)

@@ -46,6 +46,7 @@ from sparkbeam.runners.spark.python_functions import (
     map_batches,
 )
 from sparkbeam.schema import Schema, rows_to_columns
+from sparkbeam.time import MAX_MICROS, MIN_MICROS
 from sparkbeam.transforms.combine import (
     AggregateFn,
     All,
@@ -72,7 +73,14 @@ from sparkbeam.transforms.sort import Sort
 from sparkbeam.transforms.sources import Create
 from sparkbeam.transforms.union import Union
 from sparkbeam.transforms.watermark import WithWatermark
-from sparkbeam.transforms.windows import WINDOW_END, WINDOW_START, Hop, Session, Tumble
+from sparkbeam.transforms.windows import (
+    OUTSIDE_CALENDAR,
+    WINDOW_END,
+    WINDOW_START,
+    Hop,
+    Session,
+    Tumble,
+)
 
 Translator = Callable[["Translation", Node, Sequence[DataFrame]], DataFrame]
 TRANSLATORS: dict[type, Translator] = {}
@@ -202,6 +210,17 @@ def _require_time(frame: DataFrame, column: str, label: str, schema: Schema) -> 
     return frame.withColumn(column, checked)
 
 
+def _in_calendar(start: Column, size: Column, kind: type, label: str, schema: Schema) -> Column:
+    """`start`, failing the job with a `DataError` naming the row when the window from it
+    has a bound outside years 1 to 9999 (datetime columns only; as the direct runner)."""
+    if kind is not _dt.datetime:
+        return start
+    row = F.to_json(F.struct(*[F.col(name) for name in schema.names]))
+    message = F.concat(F.lit(f"{DATA_ERROR_MARK}{label}: {OUTSIDE_CALENDAR}. The row: "), row)
+    outside = (start < F.lit(MIN_MICROS)) | (start > F.lit(MAX_MICROS) - size)
+    return F.when(outside, F.raise_error(message)).otherwise(start)
+
+
 @translates(WriteFiles)
 @translates(ForEachBatch)
 def sink(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
@@ -274,7 +293,7 @@ def map_rows(translation: Translation, node: Node, inputs: Sequence[DataFrame]) 
     transform = node.transform
     assert isinstance(transform, Map)
     in_schema, out_schema = _input_schema(translation, node), node.info.schema
-    function = map_batches(transform.fn, in_schema, out_schema, node.label)
+    function = map_batches(transform.fn, in_schema, out_schema, node.label, transform.keeps)
     return inputs[0].mapInArrow(function, spark_schema(out_schema, node.label))
 
 
@@ -283,7 +302,9 @@ def flat_map_rows(translation: Translation, node: Node, inputs: Sequence[DataFra
     transform = node.transform
     assert isinstance(transform, FlatMap)
     in_schema, out_schema = _input_schema(translation, node), node.info.schema
-    function = flat_map_batches(transform.fn, in_schema, out_schema, node.label)
+    function = flat_map_batches(
+        transform.fn, in_schema, out_schema, node.label, transform.keeps
+    )
     return inputs[0].mapInArrow(function, spark_schema(out_schema, node.label))
 
 
@@ -324,6 +345,7 @@ def tumble(translation: Translation, node: Node, inputs: Sequence[DataFrame]) ->
     spec = transform.spec(schema, node.label)
     t = units(F.col(transform.column), kind)
     start = t - F.pmod(t - _long(spec.offset), _long(spec.size))
+    start = _in_calendar(start, _long(spec.size), kind, node.label, schema)
     frame = _require_time(inputs[0], transform.column, node.label, schema)
     return frame.select(
         "*",
@@ -349,7 +371,7 @@ def hop(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> Da
     start = F.explode(starts).alias("__sparkbeam_start")
     frame = _require_time(inputs[0], transform.column, node.label, schema)
     exploded = frame.select("*", start)
-    begin = F.col("__sparkbeam_start")
+    begin = _in_calendar(F.col("__sparkbeam_start"), size, kind, node.label, schema)
     return exploded.select(
         *[F.col(name) for name in schema.names],
         from_units(begin, kind).alias(WINDOW_START),

@@ -311,7 +311,7 @@ def test_global_watermark_check_compares_every_unit() -> None:
         check.barrier(1, 2, {"t": 7})
 
 
-def test_a_broken_promise_names_the_unit() -> None:
+def test_a_broken_keeps_promise_is_a_data_error_on_units() -> None:
     p = sb.Pipeline(runner=sb.DirectRunner(parallelism=2))
     stream = sb.TestStream().add_epoch([{"t": 10}, {"t": 20}]).add_epoch([{"t": 30}, {"t": 40}])
     moved = (
@@ -320,7 +320,7 @@ def test_a_broken_promise_names_the_unit() -> None:
         .map(lambda row: {"t": row["t"] - 25}, keeps=["t"])  # breaks its promise
     )
     del moved
-    with pytest.raises(sb.InvariantViolation, match=r"Map\(<lambda>\) \(unit [01] of 2\)"):
+    with pytest.raises(sb.DataError, match=r"^Map\(<lambda>\): keeps=\['t'\]"):
         p.run()
 
 
