@@ -14,12 +14,11 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
+import moto.server  # noqa: F401 - the test extra has it: missing is a failure, not a skip
 import pytest
 
 import sparkbeam as sb
 from tests.agreement.pipelines import row_multiset
-
-pytest.importorskip("moto.server", reason="moto's server is in the test extra")
 
 ROWS = [
     {"k": "a", "v": 1, "x": 0.5, "ok": True, "t": datetime(2026, 4, 1, 10, 0, 1)},
