@@ -21,6 +21,7 @@ step), `truncate` (`Floor` step). Every other expression has none
 from __future__ import annotations
 
 import datetime as _dt
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -556,14 +557,15 @@ def _nan_last(value: Any) -> Any:
     return (1, 0.0) if value != value else (0, value)
 
 
-_COMPARE: dict[str, Callable[[Any, Any], bool]] = {
-    "==": lambda a, b: a == b,
-    "!=": lambda a, b: a != b,
-    "<": lambda a, b: a < b,
-    "<=": lambda a, b: a <= b,
-    ">": lambda a, b: a > b,
-    ">=": lambda a, b: a >= b,
+COMPARISONS: dict[str, Callable[[Any, Any], Any]] = {
+    "==": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
 }
+"""Each comparison's operator: on Python values here, on Spark `Column`s in the Spark runner."""
 
 
 @attrs.frozen(eq=False)
@@ -588,7 +590,7 @@ class Compare(Expr):
                 f"{type_name(right.output_type)}; cast one side (.cast(...)) so both are "
                 "one type",
             )
-        compare = _COMPARE[self.op]
+        compare = COMPARISONS[self.op]
         floats = float in (left.output_type, right.output_type)
         first, second = left.evaluate, right.evaluate
 

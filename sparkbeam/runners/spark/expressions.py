@@ -21,7 +21,7 @@ from sparkbeam.runners.spark.python_functions import DATA_ERROR_MARK
 from sparkbeam.schema import INT64_MAX, INT64_MIN, Schema
 from sparkbeam.time import to_micros
 from sparkbeam.transforms import expressions as ex
-from sparkbeam.transforms.expressions import BoundExpr
+from sparkbeam.transforms.expressions import COMPARISONS, BoundExpr
 
 SPARK_TYPES = {
     int: "long",
@@ -170,20 +170,10 @@ def _neg(c: Compiler, bound: BoundExpr) -> Column:
     return c.overflow(bound, F.try_subtract(_long(0), a), a)
 
 
-_COMPARE: dict[str, Callable[[Column, Column], Column]] = {
-    "==": lambda a, b: a == b,
-    "!=": lambda a, b: a != b,
-    "<": lambda a, b: a < b,
-    "<=": lambda a, b: a <= b,
-    ">": lambda a, b: a > b,
-    ">=": lambda a, b: a >= b,
-}
-
-
 @compiles(ex.Compare)
 def _compare(c: Compiler, bound: BoundExpr) -> Column:
     a, b = (c.column(arg) for arg in bound.args)
-    return _COMPARE[bound.expr.op](a, b)
+    return COMPARISONS[bound.expr.op](a, b)
 
 
 @compiles(ex.Logic)

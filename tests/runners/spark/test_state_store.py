@@ -11,26 +11,11 @@ import pytest
 import sparkbeam as sb
 from sparkbeam.runners.spark.planning import ancestors
 from sparkbeam.runners.spark.streaming import STATE_STORE, StreamingTranslation
+from tests.agreement.pipelines import RowCount
 
 pytestmark = pytest.mark.spark
 
 SPARK_RUNNER = pathlib.Path(sb.__file__).parent / "runners" / "spark"
-
-
-class Keys(sb.CombineFn):
-    output_type = int
-
-    def create_accumulator(self) -> int:
-        return 0
-
-    def add_input(self, accumulator: int, element: dict[str, Any]) -> int:
-        return accumulator + 1
-
-    def merge_accumulators(self, accumulators: Any) -> int:
-        return sum(accumulators)
-
-    def extract_output(self, accumulator: int) -> int:
-        return accumulator
 
 
 def test_every_transform_with_state_is_built_where_it_is_recorded() -> None:
@@ -51,7 +36,7 @@ def test_only_queries_with_transform_with_state_start_with_rocksdb(spark: Any) -
         "counted": windows.combine_per_key(["window_start"], n=sb.Count()),
         "sorted": w.sort("t"),
         "sessions": w.session("t", 3, keys="k"),
-        "user combine": windows.combine_per_key(["window_start"], n=Keys()),
+        "user combine": windows.combine_per_key(["window_start"], n=RowCount()),
         "late rows": w.late_rows(),
         "joined": windows.join(windows.select("k", "window_start"), on=["k", "window_start"]),
     }
