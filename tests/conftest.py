@@ -36,6 +36,12 @@ SPARK_CONF = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.driver.memory": "2g",
+    # A streaming query with nothing new to read looks again after this delay (Spark's
+    # default is 10 ms). The runner feeds epochs to several queries in turn, so most of
+    # them wait at any moment: polling every 10 ms costs each about 6 percent of a core,
+    # which the busy query lacks; 100 ms costs a third of that and adds 50 ms, on average,
+    # before a query sees an epoch written. Only when rows are read changes, not which.
+    "spark.sql.streaming.pollingDelay": "100ms",
 }
 
 

@@ -176,8 +176,7 @@ def test_graph_after_a_spark_streaming_run_agrees_with_the_direct_one(spark_runn
     p = sb.Pipeline(runner=spark_runner)
     outputs = build(p)
     result = p.run()
-    # One query at a time (metrics() would run them side by side): on a loaded 2-core
-    # machine Python workers started together miss Spark's connect-back timeout.
+    result.prepare(*outputs.values())  # the three outputs' queries side by side
     for name, pcoll in outputs.items():
         rows = sorted(result.collect(pcoll), key=repr)
         assert rows == sorted(direct_result.collect(direct_outputs[name]), key=repr), name

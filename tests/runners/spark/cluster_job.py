@@ -131,6 +131,7 @@ if __name__ == "__main__":
         "spark.sql.shuffle.partitions": "2",
         "spark.ui.enabled": "false",
         "spark.sql.session.timeZone": "UTC",
+        "spark.sql.streaming.pollingDelay": "100ms",  # why: tests/conftest.py's SPARK_CONF
     }
     # Replayed sources (TestStream) stage their epoch files where every executor reads
     # them: on this one-machine cluster the driver's disk is that place, named as a URI.
