@@ -1,0 +1,159 @@
+"""Live merges on Spark: a `Union` and `Join`s of two live file sources, each with its own
+`WithWatermark`, into file sinks, against the direct runner's `ReadFiles(streaming=True)`
+over the same files (`sparkbeam/runners/spark/live_merges.py`).
+
+The direct runner takes file `i` of every source as epoch `i`. The tests add
+one file per source, then wait for every query of the chain in order (the
+stage queries, then the final ones: `process_all_available`), so that both
+runners see the same epochs; under `policy="min"` what Spark has emitted once
+every query is idle does not depend on the micro-batches the files fell into
+anyway (`live_merges`, point 3).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import datetime, timedelta
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import sparkbeam as sb
+from tests.agreement.pipelines import row_multiset
+
+pytestmark = pytest.mark.spark
+
+T0 = datetime(2026, 4, 1, 10)
+SCHEMA = {"k": str, "v": int, "t": datetime}
+
+READINGS = [  # delay 5 s: each file out of order; 2 s (file 1) and 19 s (file 2) are late
+    [("a", 12), ("b", 3), ("a", 8)],
+    [("a", 25), ("b", 14), ("a", 2), ("b", 21)],
+    [("b", 33), ("a", 19), ("a", 28)],
+    [("a", 44), ("b", 36)],
+]
+STATUS = [  # delay 10 s: out of order, never late
+    [("a", 4), ("b", 11)],
+    [("a", 18), ("b", 6), ("a", 9)],
+    [("b", 27), ("a", 15), ("a", 30)],
+    [("b", 41), ("a", 38)],
+]
+
+
+def write_file(directory: str, index: int, rows: list[tuple[str, int]], value: int) -> None:
+    """File `index` of a source (parquet), modification times in name order (Spark's file
+    order; the direct runner's is the names')."""
+    os.makedirs(directory, exist_ok=True)
+    table = pa.table(
+        {
+            "k": pa.array([k for k, _ in rows], pa.string()),
+            "v": pa.array([value + i for i in range(len(rows))], pa.int64()),
+            "t": pa.array(
+                [T0 + timedelta(seconds=s) for _, s in rows], pa.timestamp("us", tz="UTC")
+            ),
+        }
+    )
+    path = os.path.join(directory, f"part-{index:03d}.parquet")
+    pq.write_table(table, path)
+    os.utime(path, (1_700_000_000 + index, 1_700_000_000 + index))
+
+
+def add_epoch(base: str, index: int) -> None:
+    write_file(os.path.join(base, "readings"), index, READINGS[index], 100 * index)
+    write_file(os.path.join(base, "status"), index, STATUS[index], 100 * index + 50)
+
+
+def sources(
+    p: sb.Pipeline, base: str, slow: str | None = None
+) -> tuple[sb.PCollection, sb.PCollection]:
+    """The two watermarked streams (with `slow`: the readings held up while that file exists,
+    to stop a query in the middle of a micro-batch of the readings' stage)."""
+    readings = p | "readings" >> sb.ReadFiles(
+        os.path.join(base, "readings"), schema=SCHEMA, streaming=True
+    )
+    if slow is not None:
+        marker = slow
+
+        def hold_up(row: dict[str, Any]) -> bool:
+            if os.path.exists(marker):
+                open(marker + ".started", "w").close()
+                time.sleep(60)  # killed or stopped from outside long before this ends
+            return True
+
+        readings = readings.filter(hold_up)
+    status = p | "status" >> sb.ReadFiles(
+        os.path.join(base, "status"), schema=SCHEMA, streaming=True
+    )
+    return readings.with_watermark("t", "5 seconds"), status.with_watermark("t", "10 seconds")
+
+
+def window_join(a: sb.PCollection, b: sb.PCollection, how: str = "left") -> sb.PCollection:
+    left = a.tumble("t", "10 seconds").select("k", "window_start", reading="v")
+    right = b.tumble("t", "10 seconds").select("k", "window_start", status="v")
+    return left.join(right, on=["k", "window_start"], how=how)
+
+
+Outputs = tuple[dict[str, sb.PCollection], list[sb.PCollection]]
+"""The outputs to compare, by name, and the PCollections whose late rows are counted."""
+
+
+def merges(p: sb.Pipeline, base: str) -> Outputs:
+    """A Union, a left outer window join and an interval join of the two streams."""
+    a, b = sources(p, base)
+    union = a.union(b).tumble("t", "10 seconds")
+    return {
+        "union": union.combine_per_key(["k", "window_start"], n=sb.Count(), total=sb.Sum("v")),
+        "window_left": window_join(a, b),
+        "interval": a.join(b, on="k", times=("t", "t"), within=("0 seconds", "5 seconds")),
+    }, [a, b]
+
+
+def read_sink(path: str) -> list[dict[str, Any]]:
+    """The committed rows of a Spark file sink's directory, read by the direct runner."""
+    p = sb.Pipeline()
+    rows = p | sb.ReadFiles(path)
+    return p.run().collect(rows)
+
+
+def start(spark: Any, build: Any, base: str, out: str, checkpoints: str) -> tuple[Any, Outputs]:
+    """The pipeline `build` makes on Spark, each output written to `out/<name>`, started."""
+    p = sb.Pipeline(runner=sb.SparkRunner(spark=spark, checkpoint_location=checkpoints))
+    built = build(p, base)
+    for name, pcoll in built[0].items():
+        pcoll.write_files(os.path.join(out, name))
+    return p.run(), built
+
+
+def assert_direct_rows(build: Any, base: str, out: str, spark_result: Any, built: Outputs) -> None:
+    """Each output's sink holds the direct runner's rows before its end-of-input flush over
+    the same files, and the same rows were late."""
+    p = sb.Pipeline()
+    outputs, watermarked = build(p, base)
+    direct = p.run()
+    for name, pcoll in outputs.items():
+        epochs = direct.collect_by_epoch(pcoll)
+        want = [row for epoch in epochs[:-1] for row in epoch]
+        assert want, name
+        assert row_multiset(read_sink(os.path.join(out, name))) == row_multiset(want), name
+    late = [direct.late_count(w) for w in watermarked]
+    assert [spark_result.late_count(w) for w in built[1]] == late
+
+
+def test_live_union_and_joins_agree_with_the_direct_runner(spark: Any, tmp_path: Any) -> None:
+    """Two files per source before the start, a third while the queries run: the union's
+    windows, the left outer window join and the interval join hold the direct runner's
+    rows before its flush, and the readings' late rows are the same."""
+    base, out, checkpoints = (str(tmp_path / name) for name in ("in", "out", "ckpt"))
+    add_epoch(base, 0)
+    add_epoch(base, 1)
+    result, built = start(spark, merges, base, out, checkpoints)
+    assert len(result.queries) == 5  # a stage per source, shared by the three sinks
+    result.process_all_available()
+    add_epoch(base, 2)
+    result.process_all_available()
+    result.stop()
+    assert_direct_rows(merges, base, out, result, built)
+    assert [result.late_count(w) for w in built[1]] == [2, 0]  # on the readings' side only
