@@ -13,6 +13,9 @@ anyway (`live_merges`, point 3).
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 import time
 from datetime import datetime, timedelta
 from typing import Any
@@ -100,6 +103,12 @@ Outputs = tuple[dict[str, sb.PCollection], list[sb.PCollection]]
 """The outputs to compare, by name, and the PCollections whose late rows are counted."""
 
 
+def joined(p: sb.Pipeline, base: str, slow: str | None = None) -> Outputs:
+    """The left outer window join alone (the restart tests)."""
+    a, b = sources(p, base, slow)
+    return {"window_left": window_join(a, b)}, [a, b]
+
+
 def merges(p: sb.Pipeline, base: str) -> Outputs:
     """A Union, a left outer window join and an interval join of the two streams."""
     a, b = sources(p, base)
@@ -118,18 +127,22 @@ def read_sink(path: str) -> list[dict[str, Any]]:
     return p.run().collect(rows)
 
 
-def start(spark: Any, build: Any, base: str, out: str, checkpoints: str) -> tuple[Any, Outputs]:
+def start(
+    spark: Any, build: Any, base: str, out: str, checkpoints: str, **options: Any
+) -> tuple[Any, Outputs]:
     """The pipeline `build` makes on Spark, each output written to `out/<name>`, started."""
     p = sb.Pipeline(runner=sb.SparkRunner(spark=spark, checkpoint_location=checkpoints))
-    built = build(p, base)
+    built = build(p, base, **options)
     for name, pcoll in built[0].items():
         pcoll.write_files(os.path.join(out, name))
     return p.run(), built
 
 
-def assert_direct_rows(build: Any, base: str, out: str, spark_result: Any, built: Outputs) -> None:
+def assert_direct_rows(
+    build: Any, base: str, out: str, spark_result: Any = None, built: Outputs | None = None
+) -> None:
     """Each output's sink holds the direct runner's rows before its end-of-input flush over
-    the same files, and the same rows were late."""
+    the same files, and (given the Spark result) the same rows were late."""
     p = sb.Pipeline()
     outputs, watermarked = build(p, base)
     direct = p.run()
@@ -138,8 +151,9 @@ def assert_direct_rows(build: Any, base: str, out: str, spark_result: Any, built
         want = [row for epoch in epochs[:-1] for row in epoch]
         assert want, name
         assert row_multiset(read_sink(os.path.join(out, name))) == row_multiset(want), name
-    late = [direct.late_count(w) for w in watermarked]
-    assert [spark_result.late_count(w) for w in built[1]] == late
+    if built is not None:
+        late = [direct.late_count(w) for w in watermarked]
+        assert [spark_result.late_count(w) for w in built[1]] == late
 
 
 def test_live_union_and_joins_agree_with_the_direct_runner(spark: Any, tmp_path: Any) -> None:
@@ -157,3 +171,63 @@ def test_live_union_and_joins_agree_with_the_direct_runner(spark: Any, tmp_path:
     result.stop()
     assert_direct_rows(merges, base, out, result, built)
     assert [result.late_count(w) for w in built[1]] == [2, 0]  # on the readings' side only
+
+
+KILLED_DRIVER = """
+import os, sys
+sys.path.insert(0, {root!r})
+os.environ["PYSPARK_PYTHON"] = sys.executable
+from pyspark.sql import SparkSession
+from tests.conftest import SPARK_CONF
+from tests.runners.spark.test_live_merges import joined, start
+builder = SparkSession.builder
+for key, value in SPARK_CONF.items():
+    builder = builder.config(key, value)
+spark = builder.getOrCreate()
+result, _ = start(spark, joined, {base!r}, {out!r}, {checkpoints!r}, slow={slow!r})
+result.process_all_available()
+"""
+
+
+def test_a_live_join_survives_a_clean_stop_and_a_driver_killed_during_a_batch(
+    spark: Any, tmp_path: Any
+) -> None:
+    """The chain (two stage queries, the join's query) stopped cleanly after two files;
+    started again in another driver, killed with SIGKILL while the readings' stage runs a
+    micro-batch of the third; started again here with a fourth: the join's file sink holds
+    every row the direct runner emits before its flush, once."""
+    base, out, checkpoints = (str(tmp_path / name) for name in ("in", "out", "ckpt"))
+    slow = str(tmp_path / "slow")
+    add_epoch(base, 0)
+    add_epoch(base, 1)
+    first, _ = start(spark, joined, base, out, checkpoints, slow=slow)
+    assert len(first.queries) == 3
+    first.process_all_available()
+    first.stop()
+    after_two = read_sink(os.path.join(out, "window_left"))
+    assert after_two  # windows closed and matched by the second files
+
+    add_epoch(base, 2)
+    open(slow, "w").close()
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    script = KILLED_DRIVER.format(root=root, base=base, out=out, checkpoints=checkpoints, slow=slow)
+    driver = subprocess.Popen(
+        [sys.executable, "-c", script],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 180
+    while not os.path.exists(slow + ".started") and time.monotonic() < deadline:
+        assert driver.poll() is None, "the driver ended before its batch"
+        time.sleep(0.2)
+    assert os.path.exists(slow + ".started")
+    os.killpg(driver.pid, signal.SIGKILL)
+    driver.wait(timeout=60)
+    os.remove(slow)
+
+    add_epoch(base, 3)
+    third, _ = start(spark, joined, base, out, checkpoints, slow=slow)
+    third.process_all_available()
+    third.stop()
+    assert_direct_rows(joined, base, out)
