@@ -261,10 +261,14 @@ class StreamingRun:
         staged_paths: dict[int, str] = {}
         if self.live and staged:
             # Live merges: a stage query per origin writing to a file sink, shared by the
-            # pipeline's sinks (`live_merges`).
+            # pipeline's sinks (`live_merges`); refusals first, before any stage is planned.
             idle = [nodes[o] for o in sorted(staged) if _idles(nodes[o])]
             if idle:
                 raise limits.IDLE_LIVE_MERGE.error(idle[0].label, target=target.label)
+            alignment = AlignmentGraph.of(nodes)
+            if alignment is not None:
+                drifting = nodes[min(alignment.drift)]
+                raise limits.MAX_DRIFT_LIVE.error(drifting.label, source=live_sources[0])
             if shared is None:
                 shared = LiveStages(spark, self.directory if self.keep else None, staging)
             for origin in sorted(staged):
