@@ -210,7 +210,10 @@ class StreamingRun:
     own file source; a query that reads a live source (that or a
     `ReadFromSpark`) is started and left running (`stop` ends it), with its
     checkpoint and state under `directory`, so that a query started again on
-    the same directory goes on where the last one stopped.
+    the same directory goes on where the last one stopped. Where watermarks
+    of different `WithWatermark`s meet over live sources, the stage queries
+    write to file sinks that the final query reads, and are shared by the
+    pipeline's sinks (`LiveStages`; why that is exact: `live_merges`).
     """
 
     def __init__(
