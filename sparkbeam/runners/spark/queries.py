@@ -261,6 +261,9 @@ class StreamingRun:
         staged = set(origins) if origins_meet(nodes, upstream) else set()
         needed = ancestors(nodes, target, stop=staged)
         self.stages: list[Stage] = []
+        self.own_stages: LiveStages | None = None
+        """Live merges planned without a pipeline's `LiveStages`: the run's own, which
+        `stop` cleans up."""
         staged_paths: dict[int, str] = {}
         if self.live and staged:
             # Live merges: a stage query per origin writing to a file sink, shared by the
@@ -272,8 +275,9 @@ class StreamingRun:
             if alignment is not None:
                 drifting = nodes[min(alignment.drift)]
                 raise limits.MAX_DRIFT_LIVE.error(drifting.label, source=live_sources[0])
-            if shared is None:
+            if shared is None:  # a run of its own: its stages are its own too
                 shared = LiveStages(spark, self.directory if self.keep else None, staging)
+                self.own_stages = shared
             for origin in sorted(staged):
                 stage = shared.stage(nodes, nodes[origin])
                 staged_paths[origin] = shared.rows(nodes[origin])
@@ -417,6 +421,8 @@ class StreamingRun:
                 stage.query.stop()
             if stage.memory is not None:
                 self.spark.catalog.dropTempView(stage.memory)
+        if self.own_stages is not None:
+            self.own_stages.cleanup()
         if not self.keep:
             with contextlib.suppress(Exception):  # a cleanup: the run's outcome is what counts
                 self.paths.delete(self.directory)

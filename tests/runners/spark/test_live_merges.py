@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import sparkbeam as sb
+from sparkbeam.runners.spark import limits
 from sparkbeam.runners.spark.streaming_results import WORKER_NOT_BACK
 from tests.agreement.pipelines import row_multiset
 
@@ -308,3 +309,27 @@ def test_a_live_join_survives_a_clean_stop_and_a_driver_killed_during_a_batch(
     third.settle()
     third.stop()
     assert_direct_rows(joined, base, out)
+
+
+def test_max_drift_at_a_live_merge_is_refused_before_anything_starts(
+    spark: Any, tmp_path: Any
+) -> None:
+    """`max_drift` holds a source's epochs back, which Spark's own sources do not allow:
+    refused when the pipeline runs, before any stage query is planned (`idle_after` where
+    watermarks meet is refused the same way: tests/support)."""
+    base, checkpoints = str(tmp_path / "in"), str(tmp_path / "ckpt")
+    add_epoch(base, 0)
+    p = sb.Pipeline(runner=sb.SparkRunner(spark=spark, checkpoint_location=checkpoints))
+    read = {
+        name: p | name >> sb.ReadFiles(os.path.join(base, name), schema=SCHEMA, streaming=True)
+        for name in ("readings", "status")
+    }
+    a = read["readings"].with_watermark("t", "5 seconds")
+    b = read["status"].with_watermark("t", "10 seconds", max_drift="1 minute")
+    a.union(b).write_files(str(tmp_path / "out"))
+    with pytest.raises(sb.PipelineError) as info:
+        p.run()
+    assert limits.MAX_DRIFT_LIVE.matches(str(info.value)), str(info.value)
+    assert str(info.value).startswith("WithWatermark")
+    assert not spark.streams.active
+    assert not os.path.exists(checkpoints)
