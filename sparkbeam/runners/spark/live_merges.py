@@ -66,6 +66,11 @@ model's and Spark's watermark `max - delay` on the same millisecond floor):
    one final batch when each stage has committed its file `i` before the
    final query triggers (as the tests drive it).
 
+Not done yet: a stage's `rows` are kept as long as its checkpoint (they grow
+with the input, as a file source's directory does); deleting them needs
+every final query reading them to have committed past them (Spark's file
+source `cleanSource` would delete them after the first reader's batch).
+
 `idle_after` counts epochs, which live sources do not have in common (a
 query runs a micro-batch only when its source has new data), so an idle
 input where watermarks meet is refused over live sources
