@@ -65,7 +65,8 @@ BOUNDED_READ_IN_STREAM = Refusal(
 
 CHAINED_WATERMARKS = Refusal(
     name="chained-watermarks",
-    refused="a `WithWatermark` downstream of another one (chained, or meeting in a `Union`/`Join`)",
+    refused="a `WithWatermark` downstream of another one (chained, or meeting in a "
+    "`Union`/`Join`)",
     modes=(STREAMING, LIVE),
     reason="it follows another WithWatermark on its path; Spark keeps one watermark per query "
     "and refuses to redefine it ('Redefining watermark is disallowed'), so the Spark runner "
