@@ -186,7 +186,7 @@ def assert_direct_rows(
 
 
 def test_live_union_and_joins_agree_with_the_direct_runner(spark: Any, tmp_path: Any) -> None:
-    """Two files per source before the start, a third while the queries run: the union's
+    """Two files per source before the start, a third once the queries run: the union's
     windows, the left outer window join and the interval join hold the direct runner's
     rows before its flush, and the readings' late rows are the same."""
     base, out, checkpoints = (str(tmp_path / name) for name in ("in", "out", "ckpt"))
@@ -194,8 +194,7 @@ def test_live_union_and_joins_agree_with_the_direct_runner(spark: Any, tmp_path:
     add_epoch(base, 1)
     chain = Chain(spark, merges, base, out, checkpoints)
     assert len(chain.result.queries) == 5  # a stage per source, shared by the three sinks
-    chain.settle()
-    add_epoch(base, 2)
+    add_epoch(base, 2)  # while the queries run (under policy="min" no matter when)
     chain.settle()
     chain.stop()
     assert_direct_rows(merges, base, out, chain.result, chain.built)
