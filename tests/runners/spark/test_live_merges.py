@@ -152,13 +152,14 @@ class Chain:
         """Every query of the chain processes what is there, in order. On a loaded machine a
         `transformWithState` query's Python worker may miss Spark's fixed 10 seconds to
         connect back (`WORKER_NOT_BACK`): then the chain is started again on its
-        checkpoints (up to twice), which the restart tests show to lose and repeat nothing."""
-        for attempt in range(3):
+        checkpoints (up to 3 times), which the restart tests show to lose and repeat
+        nothing."""
+        for attempt in range(4):
             try:
                 self.result.process_all_available()
                 return
             except Exception as exc:
-                if attempt == 2 or WORKER_NOT_BACK not in str(exc):
+                if attempt == 3 or WORKER_NOT_BACK not in str(exc):
                     raise
                 self.result.stop()
                 self.result, self.built = self.start()
@@ -202,8 +203,8 @@ def test_live_union_and_joins_agree_with_the_direct_runner(spark: Any, tmp_path:
     assert late == [2, 0]  # on the readings' side only
 
 
-FAST = [[("a", 10), ("b", 12)], [], [("a", 31), ("b", 30)]]
-SLOW = [[], [("a", 3), ("b", 15), ("a", 11)], []]
+FAST = [[("a", 10), ("b", 12)], []]
+SLOW = [[], [("a", 3), ("b", 15), ("a", 11)]]
 """`policy="max"`: one source has rows in each file, so which rows are late does not depend
 on the micro-batches the two stages' rows fall into. After the first files the merged
 watermark is the fast source's (12 s): the slow source's rows at 3 s and 11 s are late at
@@ -239,9 +240,8 @@ def test_late_rows_of_live_merges_under_policy_max(spark: Any, tmp_path: Any) ->
     chain = Chain(spark, fastest, base, out, checkpoints)
     assert len(chain.result.queries) == 4
     chain.settle()
-    for index in (1, 2):
-        add(index)
-        chain.settle()
+    add(1)
+    chain.settle()
     chain.stop()
     assert_direct_rows(fastest, base, out)
     late = read_sink(os.path.join(out, "union_late"))
