@@ -330,7 +330,6 @@ def unknown(p: sb.Pipeline, mode: Mode) -> list[sb.PCollection]:
 S = spark_limits
 D = direct_limits
 ONE_EPOCH = Runs("accepted, changes nothing (one epoch)")
-LIVE_MERGE = Refused(S.LIVE_MERGE)
 
 FEATURES: tuple[Feature, ...] = (
     Feature(
@@ -350,7 +349,7 @@ FEATURES: tuple[Feature, ...] = (
         "`Union` of two `WithWatermark`s, window `Join` (on a window key watermarked on both "
         "sides)",
         merges,
-        _outcomes(live=LIVE_MERGE),
+        _outcomes(live=Runs("yes (a stage query per `WithWatermark`)")),
     ),
     Feature("interval `Join` (`times=`, `within=`)", interval_join, _outcomes()),
     Feature(
@@ -361,12 +360,15 @@ FEATURES: tuple[Feature, ...] = (
     Feature(
         "`late_rows()` of a `WithWatermark` whose watermark meets another's in the same query",
         dropped_rows_meeting,
-        _outcomes(streaming=Refused(S.DROPPED_ROWS_MEET, at="collect"), live=LIVE_MERGE),
+        _outcomes(
+            streaming=Refused(S.DROPPED_ROWS_MEET, at="collect"),
+            live=Refused(S.DROPPED_ROWS_MEET),
+        ),
     ),
     Feature(
         '`policy="max"` on `Union` and window `Join`',
         lambda p, mode: merges(p, mode, "max"),
-        _outcomes(batch=ONE_EPOCH, live=LIVE_MERGE),
+        _outcomes(batch=ONE_EPOCH),
     ),
     Feature(
         '`policy="max"` on an interval `Join`',
@@ -419,7 +421,7 @@ FEATURES: tuple[Feature, ...] = (
         idle_epochs,
         _outcomes(
             batch=ONE_EPOCH,
-            live=LIVE_MERGE,
+            live=Refused(S.IDLE_LIVE_MERGE),
         ),
     ),
     Feature(

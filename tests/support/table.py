@@ -48,7 +48,8 @@ LEGEND = (
     "*yes*: the pipeline gives the direct runner's rows on the same input (on Spark "
     "streaming, epoch by epoch); on live sources: `p.run()` plans and starts its queries "
     "with no refusal (the live queries themselves run in "
-    "`tests/runners/spark/test_streaming_production.py`). *refused*: the `PipelineError` "
+    "`tests/runners/spark/test_streaming_production.py` and, for merges, "
+    "`tests/runners/spark/test_live_merges.py`). *refused*: the `PipelineError` "
     "of that name below, raised before any query runs. Each cell is a case of "
     "`tests/support/test_support_matrix.py`."
 )

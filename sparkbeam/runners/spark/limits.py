@@ -165,16 +165,17 @@ LIVE_AND_REPLAYED = Refusal(
     advice="read both through Spark (ReadFiles(streaming=True), ReadFromSpark)",
 )
 
-LIVE_MERGE = Refusal(
-    name="live-merge",
-    refused="watermarks of different `WithWatermark`s meeting in a `Union`/`Join` over live "
-    "sources",
+IDLE_LIVE_MERGE = Refusal(
+    name="idle-live-merge",
+    refused="`WithWatermark(idle_after=n)` (epochs) where watermarks of different "
+    "`WithWatermark`s meet, over live sources",
     modes=(LIVE,),
-    reason="watermarks of different WithWatermark transforms meet in a Union or Join; Spark "
-    "keeps one watermark per query, and the Spark runner runs each WithWatermark as a query "
-    "of its own, fed epoch by epoch, only over sources it replays (TestStream, ReadFiles "
-    "collected), not over live ones yet",
-    advice="merge the sources before one WithWatermark, or run the pipeline over replayed sources",
+    reason="idle_after counts epochs, which live sources do not have in common: Spark runs a "
+    "query's micro-batch only when its source has new data, so an input that brings nothing "
+    "runs no micro-batch to count, and nothing lines it up with the other inputs of "
+    "{target}",
+    advice="drop idle_after (the merge then waits for every input's watermark), or run the "
+    "pipeline over replayed sources (TestStream, ReadFiles collected)",
 )
 
 MAX_DRIFT_LIVE = Refusal(
@@ -203,7 +204,7 @@ REFUSALS = (
     MAX_DRIFT_WITH_IDLE,
     COLLECT_LIVE,
     LIVE_AND_REPLAYED,
-    LIVE_MERGE,
+    IDLE_LIVE_MERGE,
     MAX_DRIFT_LIVE,
 )
 """The Spark runner's refusals, in the order docs/support.md lists them."""

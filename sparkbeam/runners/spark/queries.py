@@ -23,6 +23,7 @@ from sparkbeam.runners.spark import limits
 from sparkbeam.runners.spark.epochs import Channel, epoch_count, is_live, is_replayed, put_sentinel
 from sparkbeam.runners.spark.judges import Judge
 from sparkbeam.runners.spark.live import Sink
+from sparkbeam.runners.spark.live_merges import slug, stage_sink
 from sparkbeam.runners.spark.observed import LATEST, observed_fields
 from sparkbeam.runners.spark.paths import paths_of, require_staging, scratch_directory
 from sparkbeam.runners.spark.planning import ancestors, origins_meet, stateful_depth
@@ -78,8 +79,14 @@ class Stage:
         """On Spark Connect, the memory sink's table that keeps the query's rows."""
         self.memory_rows = 0
         """How many rows of the memory sink's table earlier epochs took."""
+        self.checkpoint: str | None = None
+        """Where the query keeps its checkpoint (`StreamingRun` sets it)."""
+        self.shared = False
+        """A live stage of `LiveStages`: translated, started and stopped once for all sinks."""
 
-    def start(self, checkpoint: str, trigger: str | None = None) -> None:
+    def start(self, trigger: str | None = None) -> None:
+        assert self.checkpoint is not None
+        checkpoint = self.checkpoint
         tables = self.tables
 
         def keep(batch: DataFrame, batch_id: int) -> None:
@@ -203,7 +210,10 @@ class StreamingRun:
     own file source; a query that reads a live source (that or a
     `ReadFromSpark`) is started and left running (`stop` ends it), with its
     checkpoint and state under `directory`, so that a query started again on
-    the same directory goes on where the last one stopped.
+    the same directory goes on where the last one stopped. Where watermarks
+    of different `WithWatermark`s meet over live sources, the stage queries
+    write to file sinks that the final query reads, and are shared by the
+    pipeline's sinks (`LiveStages`; why that is exact: `live_merges`).
     """
 
     def __init__(
@@ -216,6 +226,7 @@ class StreamingRun:
         live: bool = False,
         trigger: str | None = None,
         staging: str | None = None,
+        shared: LiveStages | None = None,
     ) -> None:
         self.spark = spark
         self.paths = paths_of(spark)
@@ -248,18 +259,38 @@ class StreamingRun:
         """Whether the query goes on from the checkpoint of an earlier one."""
         origins = [n for n in sorted(upstream) if isinstance(nodes[n].transform, WithWatermark)]
         staged = set(origins) if origins_meet(nodes, upstream) else set()
-        if live_sources and staged:
-            raise limits.LIVE_MERGE.error(target.label)
         needed = ancestors(nodes, target, stop=staged)
-        final = StreamingTranslation(
-            spark, nodes, join(self.directory, "final"), needed, staged, live
-        )
         self.stages: list[Stage] = []
-        for origin in sorted(staged):
-            node = nodes[origin]
-            directory = join(self.directory, f"stage-{origin}")
-            translation = StreamingTranslation(spark, nodes, directory, ancestors(nodes, node))
-            self.stages.append(Stage(translation, node, final.channel(f"staged-{origin}")))
+        self.own_stages: LiveStages | None = None
+        """Live merges planned without a pipeline's `LiveStages`: the run's own, which
+        `stop` cleans up."""
+        staged_paths: dict[int, str] = {}
+        if self.live and staged:
+            # Live merges: a stage query per origin writing to a file sink, shared by the
+            # pipeline's sinks (`live_merges`); refusals first, before any stage is planned.
+            idle = [nodes[o] for o in sorted(staged) if _idles(nodes[o])]
+            if idle:
+                raise limits.IDLE_LIVE_MERGE.error(idle[0].label, target=target.label)
+            alignment = AlignmentGraph.of(nodes)
+            if alignment is not None:
+                drifting = nodes[min(alignment.drift)]
+                raise limits.MAX_DRIFT_LIVE.error(drifting.label, source=live_sources[0])
+            if shared is None:  # a run of its own: its stages are its own too
+                shared = LiveStages(spark, self.directory if self.keep else None, staging)
+                self.own_stages = shared
+            for origin in sorted(staged):
+                stage = shared.stage(nodes, nodes[origin])
+                staged_paths[origin] = shared.rows(nodes[origin])
+                self.stages.append(stage)
+        final = StreamingTranslation(
+            spark, nodes, join(self.directory, "final"), needed, staged, live, staged_paths
+        )
+        if not staged_paths:
+            for origin in sorted(staged):
+                node = nodes[origin]
+                directory = join(self.directory, f"stage-{origin}")
+                translation = StreamingTranslation(spark, nodes, directory, ancestors(nodes, node))
+                self.stages.append(Stage(translation, node, final.channel(f"staged-{origin}")))
         if self.live:
             # Back-to-back batches: judge late rows by the current batch's watermark.
             if stateful_depth(nodes, needed) <= 2:
@@ -273,6 +304,9 @@ class StreamingRun:
             self._shadow_stages(spark, nodes, live_sources, staged | needed)
         self.final = Stage(final, target, sink=sink)
         self.stages.append(self.final)
+        own = [stage for stage in self.stages if not stage.shared]
+        for index, stage in enumerate(own):
+            stage.checkpoint = join(self.directory, f"checkpoint-{index}")
 
     def _shadow_stages(
         self, spark: SparkSession, nodes: Sequence[Node], live: list[str], observed: set[int]
@@ -337,13 +371,16 @@ class StreamingRun:
 
     def translate(self) -> None:
         for stage in self.stages:
-            stage.translation.run()
+            if not stage.shared:  # `LiveStages` translates its own, once
+                stage.translation.run()
 
     def execute(self) -> None:
-        """Replayed sources: every epoch, the end-of-input flush, then stop. Live: start."""
+        """Replayed sources: every epoch, the end-of-input flush, then stop. Live: start (a
+        stage query another sink's run started already runs for both)."""
         try:
-            for index, stage in enumerate(self.stages):
-                stage.start(join(self.directory, f"checkpoint-{index}"), self.trigger)
+            for stage in self.stages:
+                if stage.query is None:
+                    stage.start(self.trigger)
             if self.live:
                 return
             # As many epochs as the pipeline's longest source, as on the direct runner, also
@@ -377,14 +414,24 @@ class StreamingRun:
         self.stop()
 
     def stop(self) -> None:
+        """Stop the run's queries (all of a live merge's stages too: the sinks stop together)
+        and delete its directory where it was temporary."""
         for stage in self.stages:
             if stage.query is not None:
                 stage.query.stop()
             if stage.memory is not None:
                 self.spark.catalog.dropTempView(stage.memory)
+        if self.own_stages is not None:
+            self.own_stages.cleanup()
         if not self.keep:
             with contextlib.suppress(Exception):  # a cleanup: the run's outcome is what counts
                 self.paths.delete(self.directory)
+
+
+def _idles(node: Node) -> bool:
+    """Whether `node` is a `WithWatermark` with `idle_after`."""
+    transform = node.transform
+    return isinstance(transform, WithWatermark) and transform.idle_after is not None
 
 
 class IdleInputs:
@@ -438,3 +485,67 @@ class IdleInputs:
             kind = schema.type_of(transform.column)
             channel = self.final.sentinels[stage.target.id]
             put_sentinel(channel, transform.column, kind, lowest + delay)
+
+
+class LiveStages:
+    """The stage queries of a pipeline's live merges, one per origin, shared by its sinks.
+
+    Each writes the rows its `WithWatermark` passes with Spark's file sink
+    (`live_merges`), under `root`: the runner's checkpoint location, so that
+    a pipeline started again on it goes on where its stages stopped, or a
+    temporary directory under the staging location (`cleanup` deletes it once
+    every query stopped). A stage's directory is named after its origin's
+    label (`stage-<label>`: `checkpoint`, `rows`, `feed`), which a pipeline
+    built again keeps.
+    """
+
+    def __init__(self, spark: SparkSession, root: str | None, staging: str | None) -> None:
+        self.spark = spark
+        self.paths = paths_of(spark)
+        self.keep = root is not None
+        self.root = root
+        self.staging = staging
+        self.stages: dict[int, Stage] = {}
+
+    def directory(self, node: Node) -> str:
+        if self.root is None:
+            self.root = scratch_directory(self.paths, self.staging, "sparkbeam-stages-")
+        return join(self.root, f"stage-{slug(node.label)}")
+
+    def rows(self, node: Node) -> str:
+        """Where the stage of `node` (a `WithWatermark`) writes its rows."""
+        return join(self.directory(node), "rows")
+
+    def stage(self, nodes: Sequence[Node], node: Node) -> Stage:
+        """The stage query of origin `node`, planned and translated on first use."""
+        stage = self.stages.get(node.id)
+        if stage is not None:
+            return stage
+        directory = self.directory(node)
+        feed = join(directory, "feed")
+        translation = StreamingTranslation(
+            self.spark, nodes, feed, ancestors(nodes, node), live=True
+        )
+        # The late-row filter is the query's only stateful operator: it judges by the
+        # current batch's watermark, the model's (see `ONE_WATERMARK`).
+        translation.settings[ONE_WATERMARK[0]] = ONE_WATERMARK[1]
+        translation.run()
+        rows = self.rows(node)
+        self.paths.mkdirs(rows)  # there before any query reads it
+        stage = Stage(translation, node, sink=stage_sink(rows))
+        stage.checkpoint = join(directory, "checkpoint")
+        stage.shared = True
+        self.stages[node.id] = stage
+        return stage
+
+    def stop(self) -> None:
+        for stage in self.stages.values():
+            if stage.query is not None:
+                stage.query.stop()
+
+    def cleanup(self) -> None:
+        """Stop every stage; delete the temporary directory (not a checkpoint location)."""
+        self.stop()
+        if not self.keep and self.root is not None:
+            with contextlib.suppress(Exception):  # a cleanup: the run's outcome is what counts
+                self.paths.delete(self.root)

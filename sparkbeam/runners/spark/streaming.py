@@ -38,6 +38,7 @@ from sparkbeam.runners.spark.late_filter import (
     late_against_current_watermark,
 )
 from sparkbeam.runners.spark.live import live_files
+from sparkbeam.runners.spark.live_merges import staged_rows
 from sparkbeam.runners.spark.merges import judged_sides, may_idle, require_separable_origins
 from sparkbeam.runners.spark.observed import observed
 from sparkbeam.runners.spark.paths import paths_of
@@ -118,6 +119,7 @@ class StreamingTranslation(Translation):
         selected: set[int] | None = None,
         staged: set[int] | None = None,
         live: bool = False,
+        staged_paths: dict[int, str] | None = None,
     ) -> None:
         super().__init__(spark, nodes)
         self.directory = directory
@@ -137,11 +139,14 @@ class StreamingTranslation(Translation):
         self.selected = set(range(len(nodes))) if selected is None else selected
         self.staged = staged or set()
         """`WithWatermark`s computed by an earlier stage: read their output instead."""
+        self.staged_paths = staged_paths or {}
+        """Live merges: where a stage query writes each staged node's rows (its file sink),
+        read as a file stream instead of a channel of the feed (`live_merges`)."""
         channels: list[tuple[str, Schema, str]] = []
         for node in nodes:
             if node.id not in self.selected:
                 continue
-            if node.id in self.staged:
+            if node.id in self.staged and node.id not in self.staged_paths:
                 channels.append((f"staged-{node.id}", node.info.schema, node.label))
             if is_replayed(node, live):
                 channels.append((f"source-{node.id}", node.info.schema, node.label))
@@ -360,6 +365,10 @@ def _declare_watermark(
 def restamp(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
     """A `WithWatermark` an earlier stage ran: its surviving rows, with the same watermark."""
     run = _streaming(translation)
+    path = run.staged_paths.get(node.id)
+    if path is not None:  # a live stage's file sink (`live_merges`)
+        rows = staged_rows(run.spark, node, path)
+        return _declare_watermark(run, node, rows, counted=False)
     return _declare_watermark(run, node, run.frame(f"staged-{node.id}"), counted=False)
 
 

@@ -20,9 +20,10 @@ from sparkbeam.runners.shared.writes import refuse_existing_output
 from sparkbeam.runners.spark.engine_errors import spark_errors
 from sparkbeam.runners.spark.judges import Judge
 from sparkbeam.runners.spark.live import sink_of
+from sparkbeam.runners.spark.live_merges import slug
 from sparkbeam.runners.spark.observed import streaming_watermarks
 from sparkbeam.runners.spark.planning import ancestors
-from sparkbeam.runners.spark.queries import StreamingRun
+from sparkbeam.runners.spark.queries import LiveStages, StreamingRun
 from sparkbeam.schema import Row
 from sparkbeam.transforms.connectors import ForEachBatch
 from sparkbeam.transforms.files import WriteFiles
@@ -41,10 +42,6 @@ def _filtered_out(counts: dict[str, int], node_id: int) -> int:
         return sum(value for key, value in counts.items() if mine.fullmatch(key))
 
     return total("in") - total("out")
-
-
-def _slug(label: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("_") or "sink"
 
 
 SIDE_BY_SIDE = 3
@@ -81,6 +78,8 @@ class SparkStreamingResult(ResultViews):
         self.runs: dict[int, StreamingRun] = {}
         self.sinks: dict[int, StreamingRun] = {}
         """The production queries, one per sink (`WriteFiles`, `ForEachBatch`)."""
+        self.live_stages: LiveStages | None = None
+        """The stage queries of live merges, shared by the sinks (`live_merges`)."""
 
     def start_sinks(self, checkpoint_location: str | None, trigger: str | None) -> None:
         """One query per sink. Over replayed sources (`TestStream`, `Create`) it runs every
@@ -88,13 +87,14 @@ class SparkStreamingResult(ResultViews):
         `ReadFiles(streaming=True)`) it is started and left running. Every sink's queries are
         planned and translated before any starts, so a refusal leaves nothing started."""
         planned: list[tuple[Node, StreamingRun]] = []
+        self.live_stages = LiveStages(self.spark, checkpoint_location, self.staging)
         try:
             for node in self.pipeline.nodes:
                 if not isinstance(node.transform, (WriteFiles, ForEachBatch)):
                     continue
                 directory = None
                 if checkpoint_location is not None:
-                    directory = join(checkpoint_location, _slug(node.label))
+                    directory = join(checkpoint_location, slug(node.label))
                 run = StreamingRun(
                     self.spark,
                     self.pipeline.nodes,
@@ -104,6 +104,7 @@ class SparkStreamingResult(ResultViews):
                     live=True,
                     trigger=trigger,
                     staging=self.staging,
+                    shared=self.live_stages,
                 )
                 planned.append((node, run))
                 run.translate()
@@ -115,6 +116,7 @@ class SparkStreamingResult(ResultViews):
         except BaseException:
             for _, run in planned:
                 run.stop()
+            self.live_stages.cleanup()
             raise
         for node, run in planned:
             transform = node.transform
@@ -128,8 +130,10 @@ class SparkStreamingResult(ResultViews):
 
     @property
     def queries(self) -> list[Any]:
-        """The running Spark `StreamingQuery`s of live sinks."""
-        return [s.query for run in self.sinks.values() if run.live for s in run.stages]
+        """The running Spark `StreamingQuery`s of live sinks, each once, every stage query
+        before the final queries that read it."""
+        queries = [s.query for run in self.sinks.values() if run.live for s in run.stages]
+        return list({id(query): query for query in queries}.values())
 
     def process_all_available(self) -> None:
         """Block until the live queries have processed every row available now (tests)."""
@@ -146,6 +150,8 @@ class SparkStreamingResult(ResultViews):
         """Stop the live queries; their checkpoints stay, to start again from."""
         for run in self.sinks.values():
             run.stop()
+        if self.live_stages is not None:
+            self.live_stages.cleanup()
 
     def _run(self, pcoll: PCollection) -> StreamingRun:
         return self._run_node(self.of_run(pcoll).node)

@@ -1,0 +1,334 @@
+"""Live merges on Spark: a `Union` and `Join`s of two live file sources, each with its own
+`WithWatermark`, into file sinks, against the direct runner's `ReadFiles(streaming=True)`
+over the same files (`sparkbeam/runners/spark/live_merges.py`).
+
+The direct runner takes file `i` of every source as epoch `i`. The tests add
+one file per source, then wait for every query of the chain in order (the
+stage queries, then the final ones: `process_all_available`), so that both
+runners see the same epochs; under `policy="min"` what Spark has emitted once
+every query is idle does not depend on the micro-batches the files fell into
+anyway (`live_merges`, point 3).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime, timedelta
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import sparkbeam as sb
+from sparkbeam.runners.spark import limits
+from sparkbeam.runners.spark.streaming_results import WORKER_NOT_BACK
+from tests.agreement.pipelines import row_multiset
+
+pytestmark = pytest.mark.spark
+
+T0 = datetime(2026, 4, 1, 10)
+SCHEMA = {"k": str, "v": int, "t": datetime}
+
+READINGS = [  # delay 5 s: each file out of order; 2 s (file 1) and 19 s (file 2) are late
+    [("a", 12), ("b", 3), ("a", 8)],
+    [("a", 25), ("b", 14), ("a", 2), ("b", 21)],
+    [("b", 33), ("a", 19), ("a", 28)],
+    [("a", 44), ("b", 36)],
+]
+STATUS = [  # delay 10 s: out of order, never late
+    [("a", 4), ("b", 11)],
+    [("a", 18), ("b", 6), ("a", 9)],
+    [("b", 27), ("a", 15), ("a", 30)],
+    [("b", 41), ("a", 38)],
+]
+
+
+def write_file(directory: str, index: int, rows: list[tuple[str, int]], value: int) -> None:
+    """File `index` of a source (parquet), modification times in name order (Spark's file
+    order; the direct runner's is the names')."""
+    os.makedirs(directory, exist_ok=True)
+    table = pa.table(
+        {
+            "k": pa.array([k for k, _ in rows], pa.string()),
+            "v": pa.array([value + i for i in range(len(rows))], pa.int64()),
+            "t": pa.array(
+                [T0 + timedelta(seconds=s) for _, s in rows], pa.timestamp("us", tz="UTC")
+            ),
+        }
+    )
+    path = os.path.join(directory, f"part-{index:03d}.parquet")
+    pq.write_table(table, path)
+    os.utime(path, (1_700_000_000 + index, 1_700_000_000 + index))
+
+
+def add_epoch(base: str, index: int) -> None:
+    write_file(os.path.join(base, "readings"), index, READINGS[index], 100 * index)
+    write_file(os.path.join(base, "status"), index, STATUS[index], 100 * index + 50)
+
+
+def sources(
+    p: sb.Pipeline, base: str, slow: str | None = None
+) -> tuple[sb.PCollection, sb.PCollection]:
+    """The two watermarked streams (with `slow`: the readings held up while that file exists,
+    to stop a query in the middle of a micro-batch of the readings' stage)."""
+    readings = p | "readings" >> sb.ReadFiles(
+        os.path.join(base, "readings"), schema=SCHEMA, streaming=True
+    )
+    if slow is not None:
+        marker = slow
+
+        def hold_up(row: dict[str, Any]) -> bool:
+            if os.path.exists(marker):
+                open(marker + ".started", "w").close()
+                time.sleep(60)  # killed or stopped from outside long before this ends
+            return True
+
+        readings = readings.filter(hold_up)
+    status = p | "status" >> sb.ReadFiles(
+        os.path.join(base, "status"), schema=SCHEMA, streaming=True
+    )
+    return readings.with_watermark("t", "5 seconds"), status.with_watermark("t", "10 seconds")
+
+
+def window_join(a: sb.PCollection, b: sb.PCollection, how: str = "left") -> sb.PCollection:
+    left = a.tumble("t", "10 seconds").select("k", "window_start", reading="v")
+    right = b.tumble("t", "10 seconds").select("k", "window_start", status="v")
+    return left.join(right, on=["k", "window_start"], how=how)
+
+
+Outputs = tuple[dict[str, sb.PCollection], list[sb.PCollection]]
+"""The outputs to compare, by name, and the PCollections whose late rows are counted."""
+
+
+def joined(p: sb.Pipeline, base: str, slow: str | None = None) -> Outputs:
+    """The left outer window join alone (the restart tests)."""
+    a, b = sources(p, base, slow)
+    return {"window_left": window_join(a, b)}, [a, b]
+
+
+def merges(p: sb.Pipeline, base: str) -> Outputs:
+    """A Union, a left outer window join and an interval join of the two streams."""
+    a, b = sources(p, base)
+    union = a.union(b).tumble("t", "10 seconds")
+    return {
+        "union": union.combine_per_key(["k", "window_start"], n=sb.Count(), total=sb.Sum("v")),
+        "window_left": window_join(a, b),
+        "interval": a.join(b, on="k", times=("t", "t"), within=("0 seconds", "5 seconds")),
+    }, [a, b]
+
+
+def read_sink(path: str) -> list[dict[str, Any]]:
+    """The committed rows of a Spark file sink's directory, read by the direct runner."""
+    p = sb.Pipeline()
+    rows = p | sb.ReadFiles(path)
+    return p.run().collect(rows)
+
+
+class Chain:
+    """The pipeline `build` makes on Spark, each output written to `out/<name>`, started on
+    the checkpoint location `checkpoints`."""
+
+    def __init__(
+        self, spark: Any, build: Any, base: str, out: str, checkpoints: str, **options: Any
+    ) -> None:
+        self.spark, self.build, self.base, self.out = spark, build, base, out
+        self.checkpoints, self.options = checkpoints, options
+        self.result, self.built = self.start()
+
+    def start(self) -> tuple[Any, Outputs]:
+        runner = sb.SparkRunner(spark=self.spark, checkpoint_location=self.checkpoints)
+        p = sb.Pipeline(runner=runner)
+        built = self.build(p, self.base, **self.options)
+        for name, pcoll in built[0].items():
+            pcoll.write_files(os.path.join(self.out, name))
+        return p.run(), built
+
+    def settle(self) -> None:
+        """Every query of the chain processes what is there, in order. On a loaded machine a
+        `transformWithState` query's Python worker may miss Spark's fixed 10 seconds to
+        connect back (`WORKER_NOT_BACK`): then the chain is started again on its
+        checkpoints (up to 3 times), which the restart tests show to lose and repeat
+        nothing."""
+        for attempt in range(4):
+            try:
+                self.result.process_all_available()
+                return
+            except Exception as exc:
+                if attempt == 3 or WORKER_NOT_BACK not in str(exc):
+                    raise
+                self.result.stop()
+                self.result, self.built = self.start()
+
+    def stop(self) -> None:
+        self.result.stop()
+
+
+def assert_direct_rows(
+    build: Any, base: str, out: str, spark_result: Any = None, built: Outputs | None = None
+) -> None:
+    """Each output's sink holds the direct runner's rows before its end-of-input flush over
+    the same files, and (given the Spark result) the same rows were late."""
+    p = sb.Pipeline()
+    outputs, watermarked = build(p, base)
+    direct = p.run()
+    for name, pcoll in outputs.items():
+        epochs = direct.collect_by_epoch(pcoll)
+        want = [row for epoch in epochs[:-1] for row in epoch]
+        assert want, name
+        assert row_multiset(read_sink(os.path.join(out, name))) == row_multiset(want), name
+    if built is not None:
+        late = [direct.late_count(w) for w in watermarked]
+        assert [spark_result.late_count(w) for w in built[1]] == late
+
+
+def test_live_union_and_joins_agree_with_the_direct_runner(spark: Any, tmp_path: Any) -> None:
+    """Two files per source before the start, a third once the queries run: the union's
+    windows, the left outer window join and the interval join hold the direct runner's
+    rows before its flush, and the readings' late rows are the same."""
+    base, out, checkpoints = (str(tmp_path / name) for name in ("in", "out", "ckpt"))
+    add_epoch(base, 0)
+    add_epoch(base, 1)
+    chain = Chain(spark, merges, base, out, checkpoints)
+    assert len(chain.result.queries) == 5  # a stage per source, shared by the three sinks
+    add_epoch(base, 2)  # while the queries run (under policy="min" no matter when)
+    chain.settle()
+    chain.stop()
+    assert_direct_rows(merges, base, out, chain.result, chain.built)
+    late = [chain.result.late_count(w) for w in chain.built[1]]
+    assert late == [2, 0]  # on the readings' side only
+
+
+FAST = [[("a", 10), ("b", 12)], []]
+SLOW = [[], [("a", 3), ("b", 15), ("a", 11)]]
+"""`policy="max"`: one source has rows in each file, so which rows are late does not depend
+on the micro-batches the two stages' rows fall into. After the first files the merged
+watermark is the fast source's (12 s): the slow source's rows at 3 s and 11 s are late at
+the union, its row at 3 s (window start 0 s, below 10 s) at the window join."""
+
+
+def fastest(p: sb.Pipeline, base: str) -> Outputs:
+    """The late rows of a union and of a window join under `policy="max"`."""
+    read = {
+        name: p | name >> sb.ReadFiles(os.path.join(base, name), schema=SCHEMA, streaming=True)
+        for name in ("fast", "slow")
+    }
+    a, b = (read[name].with_watermark("t", "0 seconds") for name in ("fast", "slow"))
+    union = a.union(b, policy="max")
+    left = a.tumble("t", "10 seconds").select("k", "window_start", fast="v")
+    right = b.tumble("t", "10 seconds").select("k", "window_start", slow="v")
+    join = left.join(right, on=["k", "window_start"], policy="max")
+    outputs = {"union_late": union.late_rows(), "join_late": join.late_rows()}
+    return outputs, [union, join]
+
+
+def test_late_rows_of_live_merges_under_policy_max(spark: Any, tmp_path: Any) -> None:
+    """Under `policy="max"` the union and the window join drop the slow source's rows below
+    the fast one's watermark, and `late_rows()` holds them with that watermark, as on the
+    direct runner (files added one by one, every query waited for after each)."""
+    base, out, checkpoints = (str(tmp_path / name) for name in ("in", "out", "ckpt"))
+
+    def add(index: int) -> None:
+        write_file(os.path.join(base, "fast"), index, FAST[index], 100 * index)
+        write_file(os.path.join(base, "slow"), index, SLOW[index], 100 * index + 50)
+
+    add(0)
+    chain = Chain(spark, fastest, base, out, checkpoints)
+    assert len(chain.result.queries) == 4
+    chain.settle()
+    add(1)
+    chain.settle()
+    chain.stop()
+    assert_direct_rows(fastest, base, out)
+    late = read_sink(os.path.join(out, "union_late"))
+    assert sorted(row["t"].second for row in late) == [3, 11]
+    assert {row["late_watermark"] for row in late} == {T0 + timedelta(seconds=12)}
+    joined = read_sink(os.path.join(out, "join_late"))  # laid out as unmatched rows
+    assert [(row["k"], row["window_start"], row["slow"]) for row in joined] == [("a", T0, 150)]
+
+
+KILLED_DRIVER = """
+import os, sys
+sys.path.insert(0, {root!r})
+os.environ["PYSPARK_PYTHON"] = sys.executable
+from pyspark.sql import SparkSession
+from tests.conftest import SPARK_CONF
+from tests.runners.spark.test_live_merges import Chain, joined
+builder = SparkSession.builder
+for key, value in SPARK_CONF.items():
+    builder = builder.config(key, value)
+spark = builder.getOrCreate()
+Chain(spark, joined, {base!r}, {out!r}, {checkpoints!r}, slow={slow!r}).settle()
+"""
+
+
+def test_a_live_join_survives_a_clean_stop_and_a_driver_killed_during_a_batch(
+    spark: Any, tmp_path: Any
+) -> None:
+    """The chain (two stage queries, the join's query) stopped cleanly after two files;
+    started again in another driver, killed with SIGKILL while the readings' stage runs a
+    micro-batch of the third; started again here with a fourth: the join's file sink holds
+    every row the direct runner emits before its flush, once."""
+    base, out, checkpoints = (str(tmp_path / name) for name in ("in", "out", "ckpt"))
+    slow = str(tmp_path / "slow")
+    add_epoch(base, 0)
+    add_epoch(base, 1)
+    first = Chain(spark, joined, base, out, checkpoints, slow=slow)
+    assert len(first.result.queries) == 3
+    first.settle()
+    first.stop()
+    after_two = read_sink(os.path.join(out, "window_left"))
+    assert after_two  # windows closed and matched by the second files
+
+    add_epoch(base, 2)
+    open(slow, "w").close()
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    script = KILLED_DRIVER.format(root=root, base=base, out=out, checkpoints=checkpoints, slow=slow)
+    driver = subprocess.Popen(
+        [sys.executable, "-c", script],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 180
+    while not os.path.exists(slow + ".started") and time.monotonic() < deadline:
+        assert driver.poll() is None, "the driver ended before its batch"
+        time.sleep(0.2)
+    assert os.path.exists(slow + ".started")
+    os.killpg(driver.pid, signal.SIGKILL)
+    driver.wait(timeout=60)
+    os.remove(slow)
+
+    add_epoch(base, 3)
+    third = Chain(spark, joined, base, out, checkpoints, slow=slow)
+    third.settle()
+    third.stop()
+    assert_direct_rows(joined, base, out)
+
+
+def test_max_drift_at_a_live_merge_is_refused_before_anything_starts(
+    spark: Any, tmp_path: Any
+) -> None:
+    """`max_drift` holds a source's epochs back, which Spark's own sources do not allow:
+    refused when the pipeline runs, before any stage query is planned (`idle_after` where
+    watermarks meet is refused the same way: tests/support)."""
+    base, checkpoints = str(tmp_path / "in"), str(tmp_path / "ckpt")
+    add_epoch(base, 0)
+    p = sb.Pipeline(runner=sb.SparkRunner(spark=spark, checkpoint_location=checkpoints))
+    read = {
+        name: p | name >> sb.ReadFiles(os.path.join(base, name), schema=SCHEMA, streaming=True)
+        for name in ("readings", "status")
+    }
+    a = read["readings"].with_watermark("t", "5 seconds")
+    b = read["status"].with_watermark("t", "10 seconds", max_drift="1 minute")
+    a.union(b).write_files(str(tmp_path / "out"))
+    with pytest.raises(sb.PipelineError) as info:
+        p.run()
+    assert limits.MAX_DRIFT_LIVE.matches(str(info.value)), str(info.value)
+    assert str(info.value).startswith("WithWatermark")
+    assert not spark.streams.active
+    assert not os.path.exists(checkpoints)
