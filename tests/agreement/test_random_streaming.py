@@ -170,9 +170,6 @@ HOWS = ("inner", "left", "right", "full")
 # known bug: outer interval joins emit unmatched rows in later epochs on Spark streaming (by
 # the minimum of both sides' watermarks); re-enable with INTERVAL_HOWS = HOWS
 INTERVAL_HOWS = ("inner",)
-# known bug: outer joins on a key holding None differ on Spark streaming (a full join pairs the
-# None-key rows; left/right emit them when the window closes); re-enable with NONE_KEY_HOWS = HOWS
-NONE_KEY_HOWS = ("inner",)
 
 
 def units(kind: type) -> Units:
@@ -505,7 +502,7 @@ class Draft:
         else:
             on = [self.pick(marks)]
             on += [c for c in self.draw(st.lists(st.sampled_from(others), max_size=1))]
-            how = self.pick(HOWS if on == [on[0]] else NONE_KEY_HOWS)
+            how = self.pick(HOWS)
             statement = f".join({right}, on={on!r}, how={how!r})"
         return attrs.evolve(self.step(chain, statement), joined=True)
 
@@ -620,7 +617,7 @@ class Draft:
             rest = [c for c in ("k", "v", "t") if c not in on]
             picked = self.draw(st.lists(st.sampled_from(rest), unique=True, max_size=len(rest)))
             sides.append(self.step(chain, f".select(*{on + picked!r})"))
-        how = self.pick(NONE_KEY_HOWS if "k" in on else HOWS)
+        how = self.pick(HOWS)
         var = self.fresh("j")
         self.emit(f"{var} = {sides[0].var}.join({sides[1].var}, on={on!r}, how={how!r})")
         return self.merged(var, *sides)

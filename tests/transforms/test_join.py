@@ -716,3 +716,57 @@ def test_interval_join_equals_nested_loop(case: dict[str, Any]) -> None:
             else:
                 assert index >= arrived, (r, other)
     assert result.state_size(joined) == 0
+
+
+# None keys.
+
+
+def by_epoch(result: Any, pcoll: sb.PCollection) -> list[list[tuple[Any, ...]]]:
+    return [
+        sorted((tuple(row.values()) for row in rows), key=repr)
+        for rows in result.collect_by_epoch(pcoll)
+    ]
+
+
+@pytest.mark.spark
+def test_none_keys_never_match_and_outer_sides_emit_them_at_once(spark_runner: Any) -> None:
+    """A row whose key holds None matches nothing, not even another None (SQL); an outer side
+    emits it unmatched in the epoch it came, not when the watermark passes its window. Spark
+    streaming's join state would pair two None keys and hold them: the same rows there."""
+    schema = {"user": str, "t": int}
+
+    def run(runner: Any) -> list[Any]:
+        p = sb.Pipeline(runner=runner)
+        left = (
+            p
+            | "left"
+            >> stream(
+                [{"user": None, "t": 1}, {"user": "u", "t": 2}],
+                [{"user": "u", "t": 30}],
+                schema=schema,
+            )
+        ).with_watermark("t", 0)
+        right = (
+            p
+            | "right"
+            >> stream(
+                [{"user": None, "t": 3}, {"user": "u", "t": 4}],
+                [{"user": "u", "t": 30}],
+                schema=schema,
+            )
+        ).with_watermark("t", 0)
+        sides = [s.tumble("t", 10).select("user", "window_start", "t") for s in (left, right)]
+        hows = ("left", "full")  # right is left's mirror; full pairs Nones if anything does
+        outputs = [sides[0].join(sides[1], on=["user", "window_start"], how=how) for how in hows]
+        result = p.run()
+        if isinstance(runner, sb.SparkRunner):
+            result.prepare(*outputs)
+        return [by_epoch(result, pcoll) for pcoll in outputs]
+
+    direct = run(sb.DirectRunner())
+    assert run(spark_runner) == direct
+    left, full = direct
+    # the None-key rows come out in epoch 0, though their window closes only in epoch 1
+    matched = [[("u", 0, 2, 4)], [("u", 30, 30, 30)], []]
+    assert left == [[*matched[0], (None, 0, 1, None)], *matched[1:]]
+    assert full == [[*matched[0], (None, 0, 1, None), (None, 0, None, 3)], *matched[1:]]
