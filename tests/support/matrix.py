@@ -226,6 +226,11 @@ def interval_join(p: sb.Pipeline, mode: Mode) -> list[sb.PCollection]:
     return [w.join(later, on="k", times=("t", "u"), within=(0, 10))]
 
 
+def outer_interval_join_meet(p: sb.Pipeline, mode: Mode) -> list[sb.PCollection]:
+    a, b = two_watermarked(p, mode)
+    return [a.join(b, on="k", how="left", times=("t", "t"), within=(0, 10))]
+
+
 def interval_join_max(p: sb.Pipeline, mode: Mode) -> list[sb.PCollection]:
     a, b = two_watermarked(p, mode)
     return [a.join(b, on="k", times=("t", "t"), within=(0, 10), policy="max")]
@@ -377,6 +382,14 @@ FEATURES: tuple[Feature, ...] = (
             batch=ONE_EPOCH,
             streaming=Refused(S.INTERVAL_JOIN_MAX),
             live=Refused(S.INTERVAL_JOIN_MAX),
+        ),
+    ),
+    Feature(
+        "an outer interval `Join` of two `WithWatermark`s",
+        outer_interval_join_meet,
+        _outcomes(
+            streaming=Refused(S.OUTER_INTERVAL_JOIN_MEET),
+            live=Refused(S.OUTER_INTERVAL_JOIN_MEET),
         ),
     ),
     Feature(

@@ -716,3 +716,120 @@ def test_interval_join_equals_nested_loop(case: dict[str, Any]) -> None:
             else:
                 assert index >= arrived, (r, other)
     assert result.state_size(joined) == 0
+
+
+# None keys.
+
+
+def by_epoch(result: Any, pcoll: sb.PCollection) -> list[list[tuple[Any, ...]]]:
+    return [
+        sorted((tuple(row.values()) for row in rows), key=repr)
+        for rows in result.collect_by_epoch(pcoll)
+    ]
+
+
+@pytest.mark.spark
+def test_none_keys_never_match_and_outer_sides_emit_them_at_once(spark_runner: Any) -> None:
+    """A row whose key holds None matches nothing, not even another None (SQL); an outer side
+    emits it unmatched in the epoch it came, not when the watermark passes its window. Spark
+    streaming's join state would pair two None keys and hold them: the same rows there."""
+    schema = {"user": str, "t": int}
+
+    def run(runner: Any) -> list[Any]:
+        p = sb.Pipeline(runner=runner)
+        left = (
+            p
+            | "left"
+            >> stream(
+                [{"user": None, "t": 1}, {"user": "u", "t": 2}],
+                [{"user": "u", "t": 30}],
+                schema=schema,
+            )
+        ).with_watermark("t", 0)
+        right = (
+            p
+            | "right"
+            >> stream(
+                [{"user": None, "t": 3}, {"user": "u", "t": 4}],
+                [{"user": "u", "t": 30}],
+                schema=schema,
+            )
+        ).with_watermark("t", 0)
+        sides = [s.tumble("t", 10).select("user", "window_start", "t") for s in (left, right)]
+        hows = ("left", "full")  # right is left's mirror; full pairs Nones if anything does
+        outputs = [sides[0].join(sides[1], on=["user", "window_start"], how=how) for how in hows]
+        result = p.run()
+        if isinstance(runner, sb.SparkRunner):
+            result.prepare(*outputs)
+        return [by_epoch(result, pcoll) for pcoll in outputs]
+
+    direct = run(sb.DirectRunner())
+    assert run(spark_runner) == direct
+    left, full = direct
+    # the None-key rows come out in epoch 0, though their window closes only in epoch 1
+    matched = [[("u", 0, 2, 4)], [("u", 30, 30, 30)], []]
+    assert left == [[*matched[0], (None, 0, 1, None)], *matched[1:]]
+    assert full == [[*matched[0], (None, 0, 1, None), (None, 0, None, 3)], *matched[1:]]
+
+
+# Outer interval joins on Spark streaming.
+
+
+def _interval_sides(p: sb.Pipeline, right_delay: int | None) -> tuple[Any, Any]:
+    """Left rows `a` (watermark delay 20); right rows: of `a` again (`right_delay` None) or of
+    a second stream with its own `WithWatermark`."""
+    schema = {"k": str, "t": int}
+    a = (
+        p
+        | "a"
+        >> stream(
+            [{"k": "x", "t": 1}, {"k": "y", "t": 2}],
+            [{"k": "x", "t": 20}],
+            [{"k": "x", "t": 40}],
+            schema=schema,
+        )
+    ).with_watermark("t", 20)
+    if right_delay is None:
+        return a, a.filter(sb.col("k") == "x").select("k", u="t")
+    b = p | "b" >> stream([{"k": "x", "t": 3}], [{"k": "z", "t": 22}], schema=schema)
+    return a, b.with_watermark("t", right_delay).select("k", u="t")
+
+
+@pytest.mark.spark
+def test_outer_interval_join_of_one_watermark_agrees_on_spark_streaming(spark_runner: Any) -> None:
+    """Both sides' watermarks are one `WithWatermark`'s: Spark's one watermark is each side's,
+    and unmatched rows come out in the direct runner's epochs."""
+
+    def run(runner: Any) -> list[Any]:
+        p = sb.Pipeline(runner=runner)
+        a, later = _interval_sides(p, None)
+        outputs = [
+            a.join(later, on="k", how=how, times=("t", "u"), within=(1, 25))
+            for how in ("left", "full")
+        ]
+        result = p.run()
+        if isinstance(runner, sb.SparkRunner):
+            result.prepare(*outputs)
+        return [by_epoch(result, pcoll) for pcoll in outputs]
+
+    direct = run(sb.DirectRunner())
+    assert run(spark_runner) == direct
+    left, full = direct
+    assert left[1:3] == [[("x", 1, 20)], [("x", 20, 40)]]
+    # u=1 matches no t in [-24, 0]: out in epoch 2, when the watermark (40 - 20) passes 1 - 1
+    assert full[2] == [("x", 20, 40), ("x", None, 1)]
+    assert ("y", 2, None) in left[3]  # the end of input: no y on the right
+
+
+@pytest.mark.spark
+def test_outer_interval_join_of_two_watermarks_is_refused_on_spark_streaming(
+    spark_runner: Any,
+) -> None:
+    """Each side's unmatched rows wait for the other side's watermark (the model); Spark's one
+    watermark is the minimum of both: the rows would come out micro-batches later. Refused
+    when the pipeline runs, naming the join, before any query starts."""
+    p = sb.Pipeline(runner=spark_runner)
+    a, b = _interval_sides(p, 0)
+    a | "outer" >> sb.Join(b, "k", "left", times=("t", "u"), within=(0, 5))
+    with pytest.raises(sb.PipelineError, match=r"^outer: how='left' emits .* one watermark"):
+        p.run()

@@ -468,6 +468,8 @@ def join(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> M
     if meets and (transform.policy == "max" or may_idle(run, node)):
         left, right, late = judged_sides(run, node, left, right, judges, window_keys)
 
+    left, right, keyless = _without_none_keys(transform, left, right, left_info, right_info, node)
+
     def marked(frame: DataFrame, name: str, judge: Judge, column: str) -> DataFrame:
         return with_watermark_metadata(frame.withColumn(name, judge(F.col(column))), name)
 
@@ -480,6 +482,9 @@ def join(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> M
         right = marked(right, "__r_judge", judges[1][key], f"__r_{key}")
         condition = condition & (F.col("__l_judge") == F.col("__r_judge"))
     elif bounds is not None and transform.times is not None:
+        sides_apart = run.origins[node.inputs[0]] != run.origins[node.inputs[1]]
+        if sides_apart and transform.how != "inner":
+            raise limits.OUTER_INTERVAL_JOIN_MEET.error(node.label, how=transform.how)
         left_time, right_time = transform.times
         lj, rj = run.exact_judge(node, left_time, 0), run.exact_judge(node, right_time, 1)
         kind = left_info.schema.type_of(left_time)
@@ -495,7 +500,49 @@ def join(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> M
     how = {"inner": "inner", "left": "left_outer", "right": "right_outer", "full": "full_outer"}
     joined = left.join(right, condition, how[transform.how])
     output = joined.select(*join_output(transform, left_info.schema, right_info.schema, node.label))
+    for rows in keyless:
+        output = output.unionByName(rows)
     return Made(output, late=late, policy=transform.policy if meets else None)
+
+
+KEEPS_UNMATCHED = {"inner": (), "left": (0,), "right": (1,), "full": (0, 1)}
+"""Which sides' unmatched rows each `how` emits."""
+
+
+def _without_none_keys(
+    transform: Join,
+    left: DataFrame,
+    right: DataFrame,
+    left_info: Any,
+    right_info: Any,
+    node: Node,
+) -> tuple[DataFrame, DataFrame, list[DataFrame]]:
+    """The sides' rows whose `on` keys hold no None, and the rows with a None key that the
+    join emits, laid out as unmatched rows.
+
+    A row with a None key never matches, and an outer side emits it at once
+    (the model's rule, `transforms.join`). Spark's stream-stream join would
+    keep it in its state instead: its state matches a None key with a None key
+    (a full join pairs them), and emits an outer side's only when the watermark
+    passes it. So these rows go around the join: the side's own stateless
+    branch, in the same micro-batch.
+    """
+    schemas = (left_info.schema, right_info.schema)
+    frames = [left, right]
+    keyless: list[DataFrame] = []
+    for port, side in enumerate("lr"):
+        none_key = functools.reduce(
+            lambda a, b: a | b, [F.col(f"__{side}_{k}").isNull() for k in transform.on]
+        )
+        if port in KEEPS_UNMATCHED[transform.how]:
+            rows = frames[port].filter(none_key)
+            other = "lr"[1 - port]
+            for name, kind in schemas[1 - port].fields:
+                spark_type = spark_schema(Schema(((name, kind),)), node.label).fields[0].dataType
+                rows = rows.withColumn(f"__{other}_{name}", F.lit(None).cast(spark_type))
+            keyless.append(rows.select(*join_output(transform, schemas[0], schemas[1], node.label)))
+        frames[port] = frames[port].filter(~none_key)
+    return frames[0], frames[1], keyless
 
 
 @streaming(Session)
