@@ -19,7 +19,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sparkbeam.errors import PipelineError
-from sparkbeam.graph import Node
+from sparkbeam.graph import EdgeInfo, Node
 from sparkbeam.runners.spark import limits
 from sparkbeam.runners.spark.arrow import spark_schema
 from sparkbeam.runners.spark.epochs import SENTINEL, Channel, EpochFeed, is_replayed, source_epochs
@@ -513,8 +513,8 @@ def _without_none_keys(
     transform: Join,
     left: DataFrame,
     right: DataFrame,
-    left_info: Any,
-    right_info: Any,
+    left_info: EdgeInfo,
+    right_info: EdgeInfo,
     node: Node,
 ) -> tuple[DataFrame, DataFrame, list[DataFrame]]:
     """The sides' rows whose `on` keys hold no None, and the rows with a None key that the
