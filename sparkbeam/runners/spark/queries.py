@@ -26,6 +26,7 @@ from sparkbeam.runners.spark.live import Sink
 from sparkbeam.runners.spark.observed import LATEST, observed_fields
 from sparkbeam.runners.spark.paths import paths_of, require_staging, scratch_directory
 from sparkbeam.runners.spark.planning import ancestors, origins_meet, stateful_depth
+from sparkbeam.runners.spark.quiet import converting
 from sparkbeam.runners.spark.shipping import is_connect
 from sparkbeam.runners.spark.streaming import MAX_POLICY, StreamingTranslation
 from sparkbeam.schema import columns_to_rows
@@ -135,7 +136,8 @@ class Stage:
         """Run every micro-batch the new files allow; keep their rows as one epoch."""
         schema = self.target.info.schema
         start = len(self.tables)
-        self.query.processAllAvailable()
+        with converting(self.translation.spark):
+            self.query.processAllAvailable()
         if self.memory is not None:
             # the memory sink appends each micro-batch's rows to its table, in batch order
             table = self.translation.spark.table(self.memory).toArrow()
