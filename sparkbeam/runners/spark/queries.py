@@ -23,7 +23,7 @@ from sparkbeam.runners.spark import limits
 from sparkbeam.runners.spark.epochs import Channel, epoch_count, is_live, is_replayed, put_sentinel
 from sparkbeam.runners.spark.judges import Judge
 from sparkbeam.runners.spark.live import Sink
-from sparkbeam.runners.spark.observed import LATEST, observed_fields
+from sparkbeam.runners.spark.observed import LATEST, model_watermark, observed_fields
 from sparkbeam.runners.spark.paths import paths_of, require_staging, scratch_directory
 from sparkbeam.runners.spark.planning import ancestors, origins_meet, stateful_depth
 from sparkbeam.runners.spark.quiet import converting
@@ -81,6 +81,7 @@ class Stage:
         """How many rows of the memory sink's table earlier epochs took."""
 
     def start(self, checkpoint: str, trigger: str | None = None) -> None:
+        self.translation.prefetch()  # the epochs are read and checked while the query starts
         tables = self.tables
 
         def keep(batch: DataFrame, batch_id: int) -> None:
@@ -122,8 +123,11 @@ class Stage:
         if reads is not None:
             for node_id, source in translation.sources.items():
                 if node_id in reads:
-                    rows = translation.epochs_of(node_id)[reads[node_id]]
-                    source.put_rows(rows, translation.nodes[node_id].label)
+                    source.put_table(translation.epochs_of(node_id)[reads[node_id]])
+            for origin, (node_id, mark) in translation.epoch_marks.items():
+                # the watermark this epoch's rows are judged by: the model's after the last
+                watermark = model_watermark(translation.nodes[origin], self.metrics)
+                translation.sources[node_id].mark_values[mark] = watermark
         else:
             for node_id, sentinel in translation.sentinels.items():
                 node = translation.nodes[node_id]
@@ -169,8 +173,12 @@ class Stage:
                 continue
             self.seen_batches.add(progress["batchId"])
             for name, metric in observed.items():
-                for field, value in observed_fields(metric).items():
-                    key = f"{name}.{field}"
+                fields = observed_fields(metric)
+                also = self.translation.counted_as.get(name)
+                if also is not None:
+                    fields = {**fields, **{f"{also}.rows": fields["rows"]}}
+                for field, value in fields.items():
+                    key = field if "." in field else f"{name}.{field}"
                     if field.startswith(LATEST):  # the largest value so far (None: no rows)
                         if value is not None:
                             before = self.metrics.get(key)
