@@ -21,9 +21,11 @@ variant reads the same epoch files, fed one epoch at a time with
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -61,7 +63,6 @@ def session() -> SparkSession:
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.driver.memory", "4g")
-        .config(*STATE_STORE)
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
@@ -149,8 +150,48 @@ def hand_written(
     )
 
 
+def counted(frame: DataFrame, name: str, *columns: str) -> DataFrame:
+    """`frame` counting its rows and the largest of `columns`, as the runner counts each
+    transform's output (`observed`)."""
+    latest = [F.max(F.unix_micros(c)).alias(f"latest_{i}") for i, c in enumerate(columns)]
+    return frame.observe(name, F.count(F.lit(1)).alias("rows"), *latest)
+
+
+def observed_hand_written(spark: SparkSession, directory: str) -> DataFrame:
+    """`hand_written` counting rows in and out of every step as the runner does: what the
+    observed metrics cost."""
+    stream = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(directory)
+    source = counted(stream, "source")
+    frame = counted(source.withWatermark("event_time", "5 seconds"), "in", "event_time")
+    frame = counted(counted(frame, "out"), "watermark", "event_time")
+    windowed = frame.withColumn("w", F.window("event_time", "60 seconds"))
+    windowed = counted(windowed.select("key", "amount", "w"), "tumble", "w.end")
+    sums = windowed.groupBy("key", "w").agg(F.sum("amount"))
+    return counted(sums, "sums", "w.end")
+
+
+@contextlib.contextmanager
+def starting(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
+    """`settings` on the session while a query starts (it keeps them), as the runner does."""
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key in settings:
+            spark.conf.unset(key)
+
+
+TWS = dict([STATE_STORE])
+"""A `transformWithState` needs the RocksDB state store; every other query keeps the session's
+provider, Spark's default (HDFS-backed), as a user's hand-written query would."""
+
+
 def run_query(
-    spark: SparkSession, frame_for: Callable[[str], DataFrame], files: list[str]
+    spark: SparkSession,
+    frame_for: Callable[[str], DataFrame],
+    files: list[str],
+    settings: dict[str, str] | None = None,
 ) -> float:
     work = tempfile.mkdtemp(prefix="sparkbeam-bench-")
     source = os.path.join(work, "in")
@@ -161,13 +202,14 @@ def run_query(
         count[0] += batch.count()
 
     start = time.perf_counter()
-    query = (
-        frame_for(source)
-        .writeStream.foreachBatch(sink)
-        .outputMode("append")
-        .option("checkpointLocation", os.path.join(work, "checkpoint"))
-        .start()
-    )
+    with starting(spark, settings or {}):
+        query = (
+            frame_for(source)
+            .writeStream.foreachBatch(sink)
+            .outputMode("append")
+            .option("checkpointLocation", os.path.join(work, "checkpoint"))
+            .start()
+        )
     for path in files:
         shutil.copy(path, os.path.join(source, os.path.basename(path)))
         query.processAllAvailable()
@@ -200,6 +242,9 @@ def arguments(doc: str | None, rows: int) -> argparse.Namespace:
     parser.add_argument(
         "--variants", default="", help="comma-separated names to run (default: all)"
     )
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="rounds of every variant, interleaved (median)"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON line (for run.py)")
     return parser.parse_args()
 
@@ -212,6 +257,9 @@ def main() -> None:
     files = write_files(epochs, data)
     variants: dict[str, Callable[[], float]] = {
         "hand-written": lambda: run_query(spark, lambda d: hand_written(spark, d, None), files),
+        "hand-written observed as sparkbeam": lambda: run_query(
+            spark, lambda d: observed_hand_written(spark, d), files
+        ),
         "+ dedup filter": lambda: run_query(
             spark, lambda d: hand_written(spark, d, judge_filter("dedup")), files
         ),
@@ -219,7 +267,7 @@ def main() -> None:
             spark, lambda d: hand_written(spark, d, judge_filter("within")), files
         ),
         "+ transformWithState filter": lambda: run_query(
-            spark, lambda d: hand_written(spark, d, judge_filter("tws")), files
+            spark, lambda d: hand_written(spark, d, judge_filter("tws")), files, TWS
         ),
         "sparkbeam": lambda: run_sparkbeam(spark, epochs),
     }
@@ -232,20 +280,42 @@ def main() -> None:
 
 
 def measure(variants: dict[str, Callable[[], float]], args: argparse.Namespace, title: str) -> None:
-    """Run the chosen variants after a warm-up; print a table, or one JSON line for run.py."""
+    """Run the chosen variants after a warm-up, `--repeat` rounds of all of them in turn (so
+    that a change in the machine's load falls on every variant alike); print the median of
+    each as a table, or one JSON line for run.py."""
     if args.variants:
         wanted = {"hand-written", *args.variants.split(",")}
         variants = {name: run for name, run in variants.items() if name in wanted}
     variants["hand-written"]()  # warm-up
-    results = {name: variant() for name, variant in variants.items()}
+    rounds: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(args.repeat):
+        for name, variant in variants.items():
+            rounds[name].append(variant())
+    results = {name: statistics.median(times) for name, times in rounds.items()}
+    ratios = {  # the median of each round's ratio to the hand-written time of the same round
+        name: statistics.median(t / h for t, h in zip(times, rounds["hand-written"], strict=True))
+        for name, times in rounds.items()
+    }
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     if args.json:
-        print(json.dumps({"rows": args.rows, "epochs": args.epochs, "seconds": results}))
+        print(
+            json.dumps(
+                {
+                    "rows": args.rows,
+                    "epochs": args.epochs,
+                    "seconds": results,
+                    "ratios": ratios,
+                    "rounds": rounds,
+                    "load": load,
+                }
+            )
+        )
         return
-    base = results["hand-written"]
     print(title)
-    print(f"{'query':<32} {'seconds':>8} {'rows/s':>10} {'vs hand-written':>16}")
+    print(f"{'query':<50} {'seconds':>8} {'rows/s':>10} {'vs hand-written':>16}")
     for name, seconds in results.items():
-        print(f"{name:<32} {seconds:>8.2f} {args.rows / seconds:>10,.0f} {seconds / base:>15.2f}x")
+        print(f"{name:<50} {seconds:>8.2f} {args.rows / seconds:>10,.0f} {ratios[name]:>15.2f}x")
+    print(f"({args.repeat} round(s), medians; load average at the end: {load})")
 
 
 if __name__ == "__main__":
