@@ -210,9 +210,11 @@ def spark_lines(
     ratio = ratios["sparkbeam"]
     verdict = "holds" if ratio <= 1 + target else "does NOT hold"
     load = f"; load average {result['load']}" if "load" in result else ""
+    cpu = result.get("cpu_ratios", {}).get("sparkbeam")
+    cpu_note = f"; {cpu:.2f}x its CPU time" if cpu is not None else ""
     targets.append(
         f"{section}: sparkbeam takes {ratio:.2f}x the hand-written time "
-        f"(target: within {target:.0%}, {verdict}{load})"
+        f"(target: within {target:.0%}, {verdict}{cpu_note}{load})"
     )
 
 

@@ -279,6 +279,34 @@ def main() -> None:
     shutil.rmtree(data, ignore_errors=True)
 
 
+def _stat(pid: int) -> tuple[int, float] | None:
+    """A process's parent and its CPU seconds with its reaped children's (`/proc/<pid>/stat`)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    ticks = sum(int(value) for value in fields[11:15])  # utime, stime, cutime, cstime
+    return int(fields[1]), ticks / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(spark: SparkSession) -> float:
+    """CPU seconds so far of this process, Spark's JVM and every process under it (its Python
+    workers): on a machine other work shares, a steadier measure than wall time."""
+    jvm = spark.sparkContext._gateway.proc.pid  # type: ignore[union-attr]
+    stats = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (stat := _stat(int(entry))) is not None:
+            stats[int(entry)] = stat
+    total = sum(os.times()[:2])
+    for pid, (parent, seconds) in stats.items():
+        while parent not in (0, 1, jvm) and parent in stats:
+            parent = stats[parent][0]
+        if pid == jvm or parent == jvm:
+            total += seconds
+    return total
+
+
 def measure(variants: dict[str, Callable[[], float]], args: argparse.Namespace, title: str) -> None:
     """Run the chosen variants after a warm-up, `--repeat` rounds of all of them in turn (so
     that a change in the machine's load falls on every variant alike); print the median of
@@ -287,15 +315,27 @@ def measure(variants: dict[str, Callable[[], float]], args: argparse.Namespace, 
         wanted = {"hand-written", *args.variants.split(",")}
         variants = {name: run for name, run in variants.items() if name in wanted}
     variants["hand-written"]()  # warm-up
+    spark = SparkSession.getActiveSession()
+    assert spark is not None
     rounds: dict[str, list[float]] = {name: [] for name in variants}
+    cpu: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(args.repeat):
         for name, variant in variants.items():
+            before = cpu_seconds(spark)
             rounds[name].append(variant())
+            cpu[name].append(cpu_seconds(spark) - before)
+
+    def median_ratios(runs: dict[str, list[float]]) -> dict[str, float]:
+        """The median of each round's ratio to the hand-written figure of the same round."""
+        base = runs["hand-written"]
+        return {
+            name: statistics.median(t / h for t, h in zip(times, base, strict=True))
+            for name, times in runs.items()
+        }
+
     results = {name: statistics.median(times) for name, times in rounds.items()}
-    ratios = {  # the median of each round's ratio to the hand-written time of the same round
-        name: statistics.median(t / h for t, h in zip(times, rounds["hand-written"], strict=True))
-        for name, times in rounds.items()
-    }
+    ratios = median_ratios(rounds)
+    cpu_ratios = median_ratios(cpu)
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     if args.json:
         print(
@@ -306,15 +346,20 @@ def measure(variants: dict[str, Callable[[], float]], args: argparse.Namespace, 
                     "seconds": results,
                     "ratios": ratios,
                     "rounds": rounds,
+                    "cpu": {name: statistics.median(times) for name, times in cpu.items()},
+                    "cpu_ratios": cpu_ratios,
                     "load": load,
                 }
             )
         )
         return
     print(title)
-    print(f"{'query':<50} {'seconds':>8} {'rows/s':>10} {'vs hand-written':>16}")
+    print(f"{'query':<50} {'seconds':>8} {'rows/s':>10} {'vs hand-written':>16} {'cpu ratio':>10}")
     for name, seconds in results.items():
-        print(f"{name:<50} {seconds:>8.2f} {args.rows / seconds:>10,.0f} {ratios[name]:>15.2f}x")
+        print(
+            f"{name:<50} {seconds:>8.2f} {args.rows / seconds:>10,.0f} {ratios[name]:>15.2f}x"
+            f" {cpu_ratios[name]:>9.2f}x"
+        )
     print(f"({args.repeat} round(s), medians; load average at the end: {load})")
 
 
