@@ -7,11 +7,15 @@ directory whose files are all there when the query starts, one file per
 micro-batch, batches back to back (no no-data batch between them). Each
 variant runs to the end of the backlog (`processAllAvailable()`):
 
-- `hand-written`: `withWatermark` + `groupBy(key, window)` + sum.
+- `hand-written`: `withWatermark` + `groupBy(key, window)` + sum, on Spark's
+  default state store (and on RocksDB).
 - `+ dedup filter, one watermark`: after a deduplication keyed on a row id
   and the judge (`t + 1 us`), with `statefulOperator.allowMultiple=false` so
   that it judges by the current batch's watermark: the runner's exact filter
   when at most one stateful operator follows it.
+- the same on RocksDB, with RocksDB's changelog checkpointing, with a
+  snapshot only every 1,000 deltas, and with the row carried as one struct
+  (the state keys: row id and judge only): the candidates of issue 16.
 - `+ transformWithState filter`: a pass-through processor comparing each
   judge with the current watermark: the runner's filter for longer chains.
 - `sparkbeam`: `ReadFiles(streaming=True)` -> ... -> `ForEachBatch` through
