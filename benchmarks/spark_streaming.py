@@ -6,14 +6,22 @@ variant reads the same epoch files, fed one epoch at a time with
 `processAllAvailable()`, as the Spark runner does:
 
 - `hand-written`: `withWatermark` + `groupBy(key, window)` + sum, Spark's own
-  late-row rule (a row is judged by its window's end).
+  late-row rule (a row is judged by its window's end), on Spark's default
+  state store (RocksDB only for the `transformWithState` variant).
+- `hand-written observed as sparkbeam`: the same, counting rows in and out
+  of every step as the runner does for `metrics()`.
 - `+ dedup filter`: the same, after the runner's exact late-row filter (a
   deduplication keyed on a row id and the judge column, `t + 1 us`).
 - `+ within-watermark filter`: the filter as `dropDuplicatesWithinWatermark`.
 - `+ transformWithState filter`: the filter as a pass-through stateful
   processor (Spark drops late rows before it).
 - `sparkbeam`: the pipeline through the Spark runner, rows from a TestStream
-  (this includes turning Python rows into the epoch files).
+  (this includes turning Python rows into the epoch files); its late-row
+  filter is the stateless one on each epoch's watermark.
+
+Every variant runs `--repeat` rounds in turn; each line gives the median wall
+time, the median of its per-round ratios to hand-written, and the same ratio
+of CPU seconds (the driver, Spark's JVM and its Python workers).
 
     .venv/bin/python benchmarks/spark_streaming.py --rows 2000000 --epochs 10
 """
