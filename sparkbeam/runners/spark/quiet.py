@@ -6,7 +6,7 @@ Three sources, each silenced where it starts and nowhere else:
   `transform_with_state_driver_worker`, once per query) `print`s five lines
   ("Streaming TransformWithStateInPandas Python worker ..."). The JVM copies
   a Python worker's stdout to its own stderr, past log4j, so no log level
-  reaches them. A session the runner starts gives its Python workers this
+  reaches them. A session the runner starts on a local master gives its Python workers this
   package's `worker_site` directory on `PYTHONPATH` (`spark.executorEnv`):
   its `sitecustomize` drops exactly those lines from the worker's stdout.
 - Spark's WARN lines on every streaming query ("Disabling AQE ...", "Failed
@@ -33,6 +33,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from pyspark.logger import PySparkLogger
+
+from sparkbeam.runners.spark.sessions import local_cores
 
 WORKER_SITE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker_site")
 """The directory whose `sitecustomize` quiets the `transformWithState` planning worker."""
@@ -64,9 +66,12 @@ QUERY_CONTEXT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
 """pyspark's loggers that print each engine exception as JSON when it is converted."""
 
 
-def session_conf(conf: dict[str, str]) -> dict[str, str]:
+def session_conf(conf: dict[str, str], master: str) -> dict[str, str]:
     """The settings of a session the runner starts, with `WORKER_SITE` on its Python workers'
-    `PYTHONPATH` (after any the user's `conf` gives)."""
+    `PYTHONPATH` (after any the user's `conf` gives) on a local master: elsewhere the
+    executors' own environment is left alone (and their output is not the user's terminal)."""
+    if local_cores(master) is None:
+        return conf
     key = "spark.executorEnv.PYTHONPATH"
     given = conf.get(key)
     return {**conf, key: WORKER_SITE if not given else f"{given}{os.pathsep}{WORKER_SITE}"}

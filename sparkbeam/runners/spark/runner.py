@@ -127,7 +127,7 @@ class SparkRunner:
                 return active
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
             builder = SparkSession.builder.master(self.master).appName("sparkbeam")
-            settings = session_conf(own_conf(self.master, DEFAULT_CONF, self.conf))
+            settings = session_conf(own_conf(self.master, DEFAULT_CONF, self.conf), self.master)
             for key, value in settings.items():
                 builder = builder.config(key, value)
             try:
