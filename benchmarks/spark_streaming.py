@@ -6,14 +6,22 @@ variant reads the same epoch files, fed one epoch at a time with
 `processAllAvailable()`, as the Spark runner does:
 
 - `hand-written`: `withWatermark` + `groupBy(key, window)` + sum, Spark's own
-  late-row rule (a row is judged by its window's end).
+  late-row rule (a row is judged by its window's end), on Spark's default
+  state store (RocksDB only for the `transformWithState` variant).
+- `hand-written observed as sparkbeam`: the same, counting rows in and out
+  of every step as the runner does for `metrics()`.
 - `+ dedup filter`: the same, after the runner's exact late-row filter (a
   deduplication keyed on a row id and the judge column, `t + 1 us`).
 - `+ within-watermark filter`: the filter as `dropDuplicatesWithinWatermark`.
 - `+ transformWithState filter`: the filter as a pass-through stateful
   processor (Spark drops late rows before it).
 - `sparkbeam`: the pipeline through the Spark runner, rows from a TestStream
-  (this includes turning Python rows into the epoch files).
+  (this includes turning Python rows into the epoch files); its late-row
+  filter is the stateless one on each epoch's watermark.
+
+Every variant runs `--repeat` rounds in turn; each line gives the median wall
+time, the median of its per-round ratios to hand-written, and the same ratio
+of CPU seconds (the driver, Spark's JVM and its Python workers).
 
     .venv/bin/python benchmarks/spark_streaming.py --rows 2000000 --epochs 10
 """
@@ -21,9 +29,11 @@ variant reads the same epoch files, fed one epoch at a time with
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -61,7 +71,6 @@ def session() -> SparkSession:
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.driver.memory", "4g")
-        .config(*STATE_STORE)
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
@@ -149,8 +158,48 @@ def hand_written(
     )
 
 
+def counted(frame: DataFrame, name: str, *columns: str) -> DataFrame:
+    """`frame` counting its rows and the largest of `columns`, as the runner counts each
+    transform's output (`observed`)."""
+    latest = [F.max(F.unix_micros(c)).alias(f"latest_{i}") for i, c in enumerate(columns)]
+    return frame.observe(name, F.count(F.lit(1)).alias("rows"), *latest)
+
+
+def observed_hand_written(spark: SparkSession, directory: str) -> DataFrame:
+    """`hand_written` counting rows in and out of every step as the runner does: what the
+    observed metrics cost."""
+    stream = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(directory)
+    source = counted(stream, "source")
+    frame = counted(source.withWatermark("event_time", "5 seconds"), "in", "event_time")
+    frame = counted(counted(frame, "out"), "watermark", "event_time")
+    windowed = frame.withColumn("w", F.window("event_time", "60 seconds"))
+    windowed = counted(windowed.select("key", "amount", "w"), "tumble", "w.end")
+    sums = windowed.groupBy("key", "w").agg(F.sum("amount"))
+    return counted(sums, "sums", "w.end")
+
+
+@contextlib.contextmanager
+def starting(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
+    """`settings` on the session while a query starts (it keeps them), as the runner does."""
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key in settings:
+            spark.conf.unset(key)
+
+
+TWS = dict([STATE_STORE])
+"""A `transformWithState` needs the RocksDB state store; every other query keeps the session's
+provider, Spark's default (HDFS-backed), as a user's hand-written query would."""
+
+
 def run_query(
-    spark: SparkSession, frame_for: Callable[[str], DataFrame], files: list[str]
+    spark: SparkSession,
+    frame_for: Callable[[str], DataFrame],
+    files: list[str],
+    settings: dict[str, str] | None = None,
 ) -> float:
     work = tempfile.mkdtemp(prefix="sparkbeam-bench-")
     source = os.path.join(work, "in")
@@ -161,13 +210,14 @@ def run_query(
         count[0] += batch.count()
 
     start = time.perf_counter()
-    query = (
-        frame_for(source)
-        .writeStream.foreachBatch(sink)
-        .outputMode("append")
-        .option("checkpointLocation", os.path.join(work, "checkpoint"))
-        .start()
-    )
+    with starting(spark, settings or {}):
+        query = (
+            frame_for(source)
+            .writeStream.foreachBatch(sink)
+            .outputMode("append")
+            .option("checkpointLocation", os.path.join(work, "checkpoint"))
+            .start()
+        )
     for path in files:
         shutil.copy(path, os.path.join(source, os.path.basename(path)))
         query.processAllAvailable()
@@ -200,6 +250,9 @@ def arguments(doc: str | None, rows: int) -> argparse.Namespace:
     parser.add_argument(
         "--variants", default="", help="comma-separated names to run (default: all)"
     )
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="rounds of every variant, interleaved (median)"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON line (for run.py)")
     return parser.parse_args()
 
@@ -212,6 +265,9 @@ def main() -> None:
     files = write_files(epochs, data)
     variants: dict[str, Callable[[], float]] = {
         "hand-written": lambda: run_query(spark, lambda d: hand_written(spark, d, None), files),
+        "hand-written observed as sparkbeam": lambda: run_query(
+            spark, lambda d: observed_hand_written(spark, d), files
+        ),
         "+ dedup filter": lambda: run_query(
             spark, lambda d: hand_written(spark, d, judge_filter("dedup")), files
         ),
@@ -219,7 +275,7 @@ def main() -> None:
             spark, lambda d: hand_written(spark, d, judge_filter("within")), files
         ),
         "+ transformWithState filter": lambda: run_query(
-            spark, lambda d: hand_written(spark, d, judge_filter("tws")), files
+            spark, lambda d: hand_written(spark, d, judge_filter("tws")), files, TWS
         ),
         "sparkbeam": lambda: run_sparkbeam(spark, epochs),
     }
@@ -231,21 +287,88 @@ def main() -> None:
     shutil.rmtree(data, ignore_errors=True)
 
 
+def _stat(pid: int) -> tuple[int, float] | None:
+    """A process's parent and its CPU seconds with its reaped children's (`/proc/<pid>/stat`)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    ticks = sum(int(value) for value in fields[11:15])  # utime, stime, cutime, cstime
+    return int(fields[1]), ticks / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(spark: SparkSession) -> float:
+    """CPU seconds so far of this process, Spark's JVM and every process under it (its Python
+    workers): on a machine other work shares, a steadier measure than wall time."""
+    jvm = spark.sparkContext._gateway.proc.pid  # type: ignore[union-attr]
+    stats = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (stat := _stat(int(entry))) is not None:
+            stats[int(entry)] = stat
+    total = sum(os.times()[:2])
+    for pid, (parent, seconds) in stats.items():
+        while parent not in (0, 1, jvm) and parent in stats:
+            parent = stats[parent][0]
+        if pid == jvm or parent == jvm:
+            total += seconds
+    return total
+
+
 def measure(variants: dict[str, Callable[[], float]], args: argparse.Namespace, title: str) -> None:
-    """Run the chosen variants after a warm-up; print a table, or one JSON line for run.py."""
+    """Run the chosen variants after a warm-up, `--repeat` rounds of all of them in turn (so
+    that a change in the machine's load falls on every variant alike); print the median of
+    each as a table, or one JSON line for run.py."""
     if args.variants:
         wanted = {"hand-written", *args.variants.split(",")}
         variants = {name: run for name, run in variants.items() if name in wanted}
     variants["hand-written"]()  # warm-up
-    results = {name: variant() for name, variant in variants.items()}
+    spark = SparkSession.getActiveSession()
+    assert spark is not None
+    rounds: dict[str, list[float]] = {name: [] for name in variants}
+    cpu: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(args.repeat):
+        for name, variant in variants.items():
+            before = cpu_seconds(spark)
+            rounds[name].append(variant())
+            cpu[name].append(cpu_seconds(spark) - before)
+
+    def median_ratios(runs: dict[str, list[float]]) -> dict[str, float]:
+        """The median of each round's ratio to the hand-written figure of the same round."""
+        base = runs["hand-written"]
+        return {
+            name: statistics.median(t / h for t, h in zip(times, base, strict=True))
+            for name, times in runs.items()
+        }
+
+    results = {name: statistics.median(times) for name, times in rounds.items()}
+    ratios = median_ratios(rounds)
+    cpu_ratios = median_ratios(cpu)
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     if args.json:
-        print(json.dumps({"rows": args.rows, "epochs": args.epochs, "seconds": results}))
+        print(
+            json.dumps(
+                {
+                    "rows": args.rows,
+                    "epochs": args.epochs,
+                    "seconds": results,
+                    "ratios": ratios,
+                    "rounds": rounds,
+                    "cpu": {name: statistics.median(times) for name, times in cpu.items()},
+                    "cpu_ratios": cpu_ratios,
+                    "load": load,
+                }
+            )
+        )
         return
-    base = results["hand-written"]
     print(title)
-    print(f"{'query':<32} {'seconds':>8} {'rows/s':>10} {'vs hand-written':>16}")
+    print(f"{'query':<50} {'seconds':>8} {'rows/s':>10} {'vs hand-written':>16} {'cpu ratio':>10}")
     for name, seconds in results.items():
-        print(f"{name:<32} {seconds:>8.2f} {args.rows / seconds:>10,.0f} {seconds / base:>15.2f}x")
+        print(
+            f"{name:<50} {seconds:>8.2f} {args.rows / seconds:>10,.0f} {ratios[name]:>15.2f}x"
+            f" {cpu_ratios[name]:>9.2f}x"
+        )
+    print(f"({args.repeat} round(s), medians; load average at the end: {load})")
 
 
 if __name__ == "__main__":

@@ -7,11 +7,15 @@ directory whose files are all there when the query starts, one file per
 micro-batch, batches back to back (no no-data batch between them). Each
 variant runs to the end of the backlog (`processAllAvailable()`):
 
-- `hand-written`: `withWatermark` + `groupBy(key, window)` + sum.
+- `hand-written`: `withWatermark` + `groupBy(key, window)` + sum, on Spark's
+  default state store (and on RocksDB).
 - `+ dedup filter, one watermark`: after a deduplication keyed on a row id
   and the judge (`t + 1 us`), with `statefulOperator.allowMultiple=false` so
   that it judges by the current batch's watermark: the runner's exact filter
   when at most one stateful operator follows it.
+- the same on RocksDB, with RocksDB's changelog checkpointing, with a
+  snapshot only every 1,000 deltas, and with the row carried as one struct
+  (the state keys: row id and judge only): the candidates of issue 16.
 - `+ transformWithState filter`: a pass-through processor comparing each
   judge with the current watermark: the runner's filter for longer chains.
 - `sparkbeam`: `ReadFiles(streaming=True)` -> ... -> `ForEachBatch` through
@@ -34,11 +38,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from spark_streaming import (
     SCHEMA,
+    TWS,
     arguments,
     hand_written,
     make_epochs,
     measure,
     session,
+    starting,
     write_files,
 )
 
@@ -66,12 +72,23 @@ def dedup_filter(frame: DataFrame) -> DataFrame:
     return kept.dropDuplicates(["row", "judge"]).drop("row", "judge")
 
 
+def narrow_dedup_filter(frame: DataFrame) -> DataFrame:
+    """The deduplication with the row's other columns carried as one struct value, so that the
+    state store keys hold the row id and the judge only."""
+    kept = marked(frame).withColumn("row", F.expr("uuid()"))
+    packed = kept.select("row", "judge", F.struct("key", "amount", "event_time").alias("v"))
+    return packed.dropDuplicates(["row", "judge"]).select("v.*")
+
+
 def tws_filter(frame: DataFrame) -> DataFrame:
     return current_watermark_filter(marked(frame), ROWS, [F.col("judge")], "bench")
 
 
 def run_backlog(
-    spark: SparkSession, frame_for: Callable[[str], DataFrame], data: str, one_watermark: bool
+    spark: SparkSession,
+    frame_for: Callable[[str], DataFrame],
+    data: str,
+    settings: dict[str, str] | None = None,
 ) -> float:
     work = tempfile.mkdtemp(prefix="sparkbeam-bench-")
     count = [0]
@@ -80,16 +97,14 @@ def run_backlog(
         count[0] += batch.count()
 
     start = time.perf_counter()
-    if one_watermark:
-        spark.conf.set(*ONE_WATERMARK)
-    query = (
-        frame_for(data)
-        .writeStream.foreachBatch(sink)
-        .outputMode("append")
-        .option("checkpointLocation", os.path.join(work, "checkpoint"))
-        .start()
-    )
-    spark.conf.unset(ONE_WATERMARK[0])
+    with starting(spark, settings or {}):
+        query = (
+            frame_for(data)
+            .writeStream.foreachBatch(sink)
+            .outputMode("append")
+            .option("checkpointLocation", os.path.join(work, "checkpoint"))
+            .start()
+        )
     query.processAllAvailable()
     query.stop()
     shutil.rmtree(work, ignore_errors=True)
@@ -124,16 +139,28 @@ def main() -> None:
     data = tempfile.mkdtemp(prefix="sparkbeam-bench-data-")
     write_files(make_epochs(args.rows, args.epochs), data)
     assert SCHEMA.names == list(ROWS.names)
+    one = dict([ONE_WATERMARK])
+    changelog = {"spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true"}
+    snapshots = {"spark.sql.streaming.stateStore.minDeltasForSnapshot": "1000"}
+
+    def backlog(row_filter: Any, settings: dict[str, str]) -> Callable[[], float]:
+        return lambda: run_backlog(
+            spark, lambda d: hand_written(spark, d, row_filter), data, settings
+        )
+
     variants: dict[str, Callable[[], float]] = {
-        "hand-written": lambda: run_backlog(
-            spark, lambda d: hand_written(spark, d, None), data, False
+        "hand-written": backlog(None, {}),
+        "hand-written, RocksDB": backlog(None, TWS),
+        "+ dedup filter, one watermark": backlog(dedup_filter, one),
+        "+ dedup filter, one watermark, RocksDB": backlog(dedup_filter, {**one, **TWS}),
+        "+ dedup filter, one watermark, RocksDB changelog": backlog(
+            dedup_filter, {**one, **TWS, **changelog}
         ),
-        "+ dedup filter, one watermark": lambda: run_backlog(
-            spark, lambda d: hand_written(spark, d, dedup_filter), data, True
+        "+ dedup filter, one watermark, fewer snapshots": backlog(
+            dedup_filter, {**one, **snapshots}
         ),
-        "+ transformWithState filter": lambda: run_backlog(
-            spark, lambda d: hand_written(spark, d, tws_filter), data, False
-        ),
+        "+ dedup filter on row id and judge only": backlog(narrow_dedup_filter, one),
+        "+ transformWithState filter": backlog(tws_filter, TWS),
         "sparkbeam": lambda: run_sparkbeam(spark, data),
     }
     title = (

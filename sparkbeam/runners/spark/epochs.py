@@ -9,7 +9,7 @@ a sentinel row far in the future that moves every watermark past everything.
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -17,13 +17,13 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sparkbeam.arrow import to_arrow
+from sparkbeam.arrow import arrow_schema, to_arrow
 from sparkbeam.graph import Node
 from sparkbeam.paths import Paths, join
 from sparkbeam.runners.shared.files import read_file
 from sparkbeam.runners.spark.arrow import spark_schema
 from sparkbeam.runners.spark.judges import FAR_FUTURE, FAR_FUTURE_INT
-from sparkbeam.schema import Columns, Schema, columns_to_rows, rows_to_columns
+from sparkbeam.schema import Columns, Schema, rows_to_columns
 from sparkbeam.transforms.connectors import ReadFromSpark
 from sparkbeam.transforms.files import ReadFiles, data_files
 from sparkbeam.transforms.sources import Create, TestStreamSource
@@ -35,38 +35,57 @@ CHANNEL = "__sparkbeam_channel"
 
 
 class Channel:
-    """One input of a query (a source, a sentinel, an earlier stage's output) within its feed."""
+    """One input of a query (a source, a sentinel, an earlier stage's output) within its feed.
 
-    def __init__(self, index: int, name: str, schema: Schema, label: str) -> None:
+    `marks` name the constant columns it carries besides its schema's: one per
+    `WithWatermark` that reads this source directly, holding the watermark the
+    epoch's rows are judged by (`late_filter.epoch_watermark_filter`).
+    """
+
+    def __init__(
+        self, index: int, name: str, schema: Schema, label: str, marks: Sequence[str] = ()
+    ) -> None:
         self.index = index
         self.name = name
         self.schema = schema
         self.label = label
-        self.pending: Columns | None = None
+        self.marks = tuple(marks)
+        self.pending: pa.Table | None = None
+        self.mark_values: dict[str, int | None] = {}
+        """The marks' values for the epoch being fed (None: no watermark yet)."""
         self.frame: DataFrame | None = None
 
     def column(self, name: str) -> str:
         return f"__c{self.index}_{name}"
 
+    def put_table(self, table: pa.Table) -> None:
+        """This channel's rows for the epoch being fed, as Arrow (datetimes as timestamps)."""
+        self.pending = table
+
     def put(self, columns: Columns) -> None:
-        """This channel's rows for the epoch being fed."""
-        self.pending = columns
+        """This channel's rows for the epoch being fed, as internal columns."""
+        self.put_table(to_arrow(columns, self.schema, self.label))
 
     def put_rows(self, rows: Sequence[dict[str, Any]], label: str) -> None:
-        self.put(rows_to_columns(rows, self.schema, label))
+        self.put_table(to_arrow(rows_to_columns(rows, self.schema, label), self.schema, label))
 
 
 class EpochFeed:
     """All inputs of one query, as one directory Spark reads as a file stream.
 
     Each epoch is one parquet file holding the rows of every channel (a tag
-    column says whose), written at once: Spark sees an epoch whole or not at
-    all, so a micro-batch never holds part of one. Each channel's DataFrame
-    is the one stream filtered by its tag (one source, read once per batch).
+    column says whose), written at once from Arrow: Spark sees an epoch whole
+    or not at all, so a micro-batch never holds part of one. Each channel's
+    DataFrame is the one stream filtered by its tag (one source, read once per
+    batch), with its schema's columns and its marks.
     """
 
     def __init__(
-        self, directory: str, channels: Sequence[tuple[str, Schema, str]], paths: Paths
+        self,
+        directory: str,
+        channels: Sequence[tuple[str, Schema, str]],
+        paths: Paths,
+        marks: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         self.directory = directory
         """Any URI Spark reads (`SparkRunner(staging_location=...)`), or a local directory."""
@@ -77,38 +96,47 @@ class EpochFeed:
         paths.mkdirs(directory)
         paths.mkdirs(self.incoming)
         self.files = 0
+        marks = marks or {}
         self.channels = {
-            name: Channel(i, name, schema, label)
+            name: Channel(i, name, schema, label, marks.get(name, ()))
             for i, (name, schema, label) in enumerate(channels)
         }
         fields: list[tuple[str, type]] = [(CHANNEL, int)]
         for channel in self.channels.values():
             fields += [(channel.column(n), kind) for n, kind in channel.schema.fields]
+            fields += [(channel.column(mark), int) for mark in channel.marks]
         self.schema = Schema(tuple(fields))
+        self.arrow = arrow_schema(self.schema)
 
     def open(self, spark: SparkSession) -> None:
         reader = spark.readStream.schema(spark_schema(self.schema, "input"))
         stream = reader.option("maxFilesPerTrigger", 1).parquet(self.directory)
         for channel in self.channels.values():
+            names = [*channel.schema.names, *channel.marks]
             channel.frame = stream.filter(F.col(CHANNEL) == channel.index).select(
-                *(F.col(channel.column(n)).alias(n) for n in channel.schema.names)
+                *(F.col(channel.column(n)).alias(n) for n in names)
             )
 
     def write(self) -> None:
         """One file with every channel's pending rows (possibly none)."""
-        columns: Columns = {name: [] for name in self.schema.names}
+        parts = []
         for channel in self.channels.values():
             pending, channel.pending = channel.pending, None
-            size = len(next(iter(pending.values()), [])) if pending else 0
-            if not size:
+            if pending is None or not pending.num_rows:
                 continue
-            assert pending is not None
-            for name in self.schema.names:
-                columns[name].extend([None] * size)
-            columns[CHANNEL][-size:] = [channel.index] * size
-            for name, values in pending.items():
-                columns[channel.column(name)][-size:] = values
-        table = to_arrow(columns, self.schema, "input")
+            size = pending.num_rows
+            own = {channel.column(n): pending.column(n) for n in channel.schema.names}
+            for mark in channel.marks:
+                own[channel.column(mark)] = pa.repeat(
+                    pa.scalar(channel.mark_values.get(mark), pa.int64()), size
+                )
+            own[CHANNEL] = pa.repeat(pa.scalar(channel.index, pa.int64()), size)
+            arrays = [
+                own[field.name] if field.name in own else pa.nulls(size, field.type)
+                for field in self.arrow
+            ]
+            parts.append(pa.Table.from_arrays(arrays, schema=self.arrow))
+        table = pa.concat_tables(parts) if parts else self.arrow.empty_table()
         buffer = pa.BufferOutputStream()
         pq.write_table(table, buffer)
         name = f"epoch-{self.files:06d}.parquet"
@@ -117,32 +145,31 @@ class EpochFeed:
         self.files += 1
 
 
-def _file_rows(
-    path: str, transform: ReadFiles, node: Node, paths: Paths
-) -> tuple[dict[str, Any], ...]:
+def _file_table(path: str, transform: ReadFiles, node: Node, paths: Paths) -> pa.Table:
     schema = node.info.schema
     batches = read_file(path, transform.format, schema, node.label, paths)
-    return tuple(row for columns in batches for row in columns_to_rows(columns, schema))
+    tables = [to_arrow(columns, schema, node.label) for columns in batches]
+    return pa.concat_tables(tables) if tables else arrow_schema(schema).empty_table()
 
 
-def source_epochs(node: Node, paths: Paths) -> tuple[tuple[dict[str, Any], ...], ...]:
-    """A source's rows by epoch: a TestStream's, one for a Create, and for ReadFiles one per
-    file in name order (`streaming=True`, as the direct runner) or all files in one (read on
-    the driver through `paths`)."""
+def source_epochs(node: Node, paths: Paths) -> tuple[pa.Table, ...]:
+    """A source's rows by epoch, as Arrow: a TestStream's (every epoch checked before the first
+    is fed, as on the direct runner), one for a Create, and for ReadFiles one per file in name
+    order (`streaming=True`, as the direct runner) or all files in one (read on the driver
+    through `paths`)."""
     transform = node.transform
-    epochs: Sequence[Sequence[dict[str, Any]]]
-    if isinstance(transform, TestStreamSource):
-        epochs = transform.epochs
-        for rows in epochs:  # every epoch checked before the first is fed (as the direct runner)
-            rows_to_columns(rows, node.info.schema, node.label)
-    elif isinstance(transform, ReadFiles):
-        found = data_files(transform.path, node.label, paths)
-        files = [_file_rows(path, transform, node, paths) for path in found]
-        epochs = files if transform.streaming else [[row for rows in files for row in rows]]
-    else:
-        assert isinstance(transform, Create)
-        epochs = (transform.rows,)
-    return tuple(tuple(epoch) for epoch in epochs)
+    schema, label = node.info.schema, node.label
+    if isinstance(transform, (TestStreamSource, Create)):
+        epochs = transform.epochs if isinstance(transform, TestStreamSource) else [transform.rows]
+        return tuple(
+            to_arrow(rows_to_columns(rows, schema, label), schema, label) for rows in epochs
+        )
+    assert isinstance(transform, ReadFiles)
+    found = data_files(transform.path, label, paths)
+    files = [_file_table(path, transform, node, paths) for path in found]
+    if transform.streaming:
+        return tuple(files)
+    return (pa.concat_tables(files) if files else arrow_schema(schema).empty_table(),)
 
 
 def epoch_count(node: Node, paths: Paths) -> int:

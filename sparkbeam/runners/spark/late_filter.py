@@ -10,6 +10,18 @@ row's judge with `TimerValues.getCurrentWatermarkInMs()`, the watermark the
 model judges the epoch by. It holds no state; rows are grouped by their
 input partition only to run it.
 
+Where the runner feeds a `WithWatermark` straight from a replayed source, it
+knows before writing epoch `i` the watermark every row of it is judged by:
+the model's, from the largest event time the query counted through epoch
+`i - 1` (`observed.model_watermark`). It writes that watermark into the epoch
+file as a column of the source's rows (`epochs.Channel.marks`), and the
+filter is a plain comparison with it (`epoch_watermark_filter`): no state,
+no shuffle. Spark's stateful operators downstream judge by the same value (a
+no-data batch runs between two epochs, as above). The stateful filters stay
+where the watermark is not known to the runner before the rows arrive: live
+sources, and a `WithWatermark` whose input is computed in the query
+(`streaming.with_watermark` chooses).
+
 The same comparison, inverted, gives the late rows themselves (`late_rows()`
 on unbounded input), each with the model's watermark it was below: Spark's
 watermark `W` moved back through the judge of the first column it was late
@@ -18,6 +30,7 @@ on (`Late`).
 
 from __future__ import annotations
 
+import datetime as _dt
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -43,6 +56,9 @@ from sparkbeam.schema import Schema
 from sparkbeam.transforms.late import LATE_WATERMARK
 
 JUDGE_US = "__sparkbeam_judge_us"
+
+EPOCH_WATERMARK = "__sparkbeam_wm"
+"""The columns of epoch files that hold a `WithWatermark`'s watermark (`_<node id>`)."""
 
 
 Steps = tuple[Step, ...]
@@ -137,3 +153,21 @@ def late_against_current_watermark(
         spark_schema(as_longs(output), label),
     )
     return rows.select(*as_times(output))
+
+
+def epoch_watermark_filter(
+    frame: DataFrame, schema: Schema, column: str, mark: str
+) -> tuple[DataFrame, DataFrame]:
+    """The rows of `frame` (columns `schema` and `mark`) not late, and the late ones with their
+    watermark (`LATE_WATERMARK`), where `mark` holds the model's watermark of `column` for
+    each row's epoch, in the column's units (None: no watermark yet, nothing is late).
+
+    A row is late when its time is below the watermark (`time < wm`, the model's rule, which
+    the judges of the stateful filters compile to Spark's `J <= W`)."""
+    kind = schema.type_of(column)
+    time = F.unix_micros(column) if kind is _dt.datetime else F.col(column)
+    watermark = F.col(mark)
+    kept = frame.filter(watermark.isNull() | (time >= watermark)).select(*schema.names)
+    named = F.timestamp_micros(watermark) if kind is _dt.datetime else watermark
+    late = frame.filter(time < watermark).select(*schema.names, named.alias(LATE_WATERMARK))
+    return kept, late

@@ -18,6 +18,7 @@ from sparkbeam.runners.spark.translate import (
     units,
 )
 from sparkbeam.time import ONE_MICROSECOND, from_micros
+from sparkbeam.transforms.watermark import WithWatermark
 
 LATEST = "latest"
 """Observed fields named so hold the largest value over micro-batches, not the sum."""
@@ -78,3 +79,12 @@ def streaming_watermarks(
             if latest is not None:
                 lags[column] = latest - value
     return watermarks, lags
+
+
+def model_watermark(node: Node, metrics: Mapping[str, Any]) -> int | None:
+    """The model's watermark of a `WithWatermark` node (in its column's units) from the largest
+    event time its query counted on its input (`in_<id>.latest`), or None before any."""
+    transform = node.transform
+    assert isinstance(transform, WithWatermark)
+    latest = metrics.get(f"in_{node.id}.{LATEST}")
+    return None if latest is None else transform.watermark_function(node.info.schema)(latest)

@@ -24,9 +24,10 @@ from sparkbeam.runners.spark.epochs import Channel, epoch_count, is_live, is_rep
 from sparkbeam.runners.spark.judges import Judge
 from sparkbeam.runners.spark.live import Sink
 from sparkbeam.runners.spark.live_merges import slug, stage_sink
-from sparkbeam.runners.spark.observed import LATEST, observed_fields
+from sparkbeam.runners.spark.observed import LATEST, model_watermark, observed_fields
 from sparkbeam.runners.spark.paths import paths_of, require_staging, scratch_directory
 from sparkbeam.runners.spark.planning import ancestors, origins_meet, stateful_depth
+from sparkbeam.runners.spark.quiet import converting
 from sparkbeam.runners.spark.shipping import is_connect
 from sparkbeam.runners.spark.streaming import MAX_POLICY, StreamingTranslation
 from sparkbeam.schema import columns_to_rows
@@ -87,6 +88,7 @@ class Stage:
     def start(self, trigger: str | None = None) -> None:
         assert self.checkpoint is not None
         checkpoint = self.checkpoint
+        self.translation.prefetch()  # the epochs are read and checked while the query starts
         tables = self.tables
 
         def keep(batch: DataFrame, batch_id: int) -> None:
@@ -128,8 +130,11 @@ class Stage:
         if reads is not None:
             for node_id, source in translation.sources.items():
                 if node_id in reads:
-                    rows = translation.epochs_of(node_id)[reads[node_id]]
-                    source.put_rows(rows, translation.nodes[node_id].label)
+                    source.put_table(translation.epochs_of(node_id)[reads[node_id]])
+            for origin, (node_id, mark) in translation.epoch_marks.items():
+                # the watermark this epoch's rows are judged by: the model's after the last
+                watermark = model_watermark(translation.nodes[origin], self.metrics)
+                translation.sources[node_id].mark_values[mark] = watermark
         else:
             for node_id, sentinel in translation.sentinels.items():
                 node = translation.nodes[node_id]
@@ -142,7 +147,8 @@ class Stage:
         """Run every micro-batch the new files allow; keep their rows as one epoch."""
         schema = self.target.info.schema
         start = len(self.tables)
-        self.query.processAllAvailable()
+        with converting(self.translation.spark):
+            self.query.processAllAvailable()
         if self.memory is not None:
             # the memory sink appends each micro-batch's rows to its table, in batch order
             table = self.translation.spark.table(self.memory).toArrow()
@@ -174,8 +180,12 @@ class Stage:
                 continue
             self.seen_batches.add(progress["batchId"])
             for name, metric in observed.items():
-                for field, value in observed_fields(metric).items():
-                    key = f"{name}.{field}"
+                fields = observed_fields(metric)
+                also = self.translation.counted_as.get(name)
+                if also is not None:
+                    fields = {**fields, **{f"{also}.rows": fields["rows"]}}
+                for field, value in fields.items():
+                    key = field if "." in field else f"{name}.{field}"
                     if field.startswith(LATEST):  # the largest value so far (None: no rows)
                         if value is not None:
                             before = self.metrics.get(key)

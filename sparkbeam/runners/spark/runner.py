@@ -24,6 +24,7 @@ from sparkbeam.runners.spark.options import (
     start_failure,
 )
 from sparkbeam.runners.spark.paths import SparkPaths, paths_of, scratch_directory
+from sparkbeam.runners.spark.quiet import quiet_session, session_conf
 from sparkbeam.runners.spark.results import SparkResult
 from sparkbeam.runners.spark.sessions import (
     active_session,
@@ -126,12 +127,14 @@ class SparkRunner:
                 return active
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
             builder = SparkSession.builder.master(self.master).appName("sparkbeam")
-            for key, value in own_conf(self.master, DEFAULT_CONF, self.conf).items():
+            settings = session_conf(own_conf(self.master, DEFAULT_CONF, self.conf), self.master)
+            for key, value in settings.items():
                 builder = builder.config(key, value)
             try:
                 self._spark = builder.getOrCreate()
             except Exception as exc:  # PySparkRuntimeError, Py4JJavaError, ...
                 raise start_failure(self.master, self.conf, exc) from None
+            quiet_session(self._spark)
             self.started_session = True
         return self._spark
 

@@ -9,12 +9,13 @@ from each node's watermark rule (`judges.derive_judges`).
 
 from __future__ import annotations
 
+import concurrent.futures
 import datetime as _dt
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import attrs
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -34,13 +35,15 @@ from sparkbeam.runners.spark.judges import (
 )
 from sparkbeam.runners.spark.keyed_state import recording_state
 from sparkbeam.runners.spark.late_filter import (
+    EPOCH_WATERMARK,
     current_watermark_filter,
+    epoch_watermark_filter,
     late_against_current_watermark,
 )
 from sparkbeam.runners.spark.live import live_files
 from sparkbeam.runners.spark.live_merges import staged_rows
 from sparkbeam.runners.spark.merges import judged_sides, may_idle, require_separable_origins
-from sparkbeam.runners.spark.observed import observed
+from sparkbeam.runners.spark.observed import LATEST, observed
 from sparkbeam.runners.spark.paths import paths_of
 from sparkbeam.runners.spark.python_combine import combine_stream
 from sparkbeam.runners.spark.session_groups import session_groups
@@ -51,6 +54,7 @@ from sparkbeam.runners.spark.translate import (
     Translation,
     _aggregate,
     join_output,
+    units,
 )
 from sparkbeam.schema import Schema
 from sparkbeam.transforms.combine import AggregateFn, CombinePerKey
@@ -98,7 +102,8 @@ class Made:
     invalid: DataFrame | None = None
     """`WithWatermark`: its input rows with no event time."""
     late: DataFrame | None = None
-    """`Union`, `Join`: the rows it drops as late (`policy="max"`, idle inputs)."""
+    """`Union`, `Join`: the rows it drops as late (`policy="max"`, idle inputs); a
+    `WithWatermark` with a stateless filter: its late rows."""
     policy: str | None = None
     """`Union`, `Join` where watermarks of several `WithWatermark`s meet: their policy."""
 
@@ -142,6 +147,26 @@ class StreamingTranslation(Translation):
         self.staged_paths = staged_paths or {}
         """Live merges: where a stage query writes each staged node's rows (its file sink),
         read as a file stream instead of a channel of the feed (`live_merges`)."""
+        self.epoch_marks: dict[int, tuple[int, str]] = {}
+        """`WithWatermark`s the runner feeds straight from a replayed source: the source and
+        the column of its epoch files that holds the watermark (`late_filter`)."""
+        for node in nodes:
+            source = nodes[node.inputs[0]] if node.inputs else None
+            if (
+                isinstance(node.transform, WithWatermark)
+                and source is not None
+                and {node.id, source.id} <= self.selected
+                and not {node.id, source.id} & self.staged
+                and is_replayed(source, live)
+            ):
+                self.epoch_marks[node.id] = (source.id, f"{EPOCH_WATERMARK}_{node.id}")
+        marks: dict[str, list[str]] = {}
+        for source_id, mark in self.epoch_marks.values():
+            marks.setdefault(f"source-{source_id}", []).append(mark)
+        self.marked_sources = {source_id for source_id, _ in self.epoch_marks.values()}
+        self.marked: dict[int, DataFrame] = {}
+        """A source's frame with its epoch watermarks (`epoch_marks`), before they are
+        dropped for its other readers."""
         channels: list[tuple[str, Schema, str]] = []
         for node in nodes:
             if node.id not in self.selected:
@@ -154,7 +179,7 @@ class StreamingTranslation(Translation):
                 with_flag = node.info.schema.with_columns((SENTINEL, bool))
                 channels.append((f"sentinel-{node.id}", with_flag, node.label))
         self.paths = paths_of(spark)
-        self.feed = EpochFeed(directory, channels, self.paths)
+        self.feed = EpochFeed(directory, channels, self.paths, marks)
         self.feed.open(spark)
         self.sources = self._channels("source")
         """The replayed sources' channels, by node id: what `Stage.feed` writes each epoch."""
@@ -165,14 +190,32 @@ class StreamingTranslation(Translation):
         """For each node, the `WithWatermark` nodes its watermarks come from."""
         self.policies: set[int] = set()
         """The `Union`s and `Join`s where watermarks of several `WithWatermark`s meet."""
+        self.counted_as: dict[str, str] = {}
+        """Observed metrics that also count as others' rows (`Stage.collect_metrics`): a
+        `WithWatermark`'s output (`n_<id>`) is what its late-row filter passed (`out_<id>`),
+        counted once."""
         self.made: dict[int, Made] = {}
         """What each node's translator made (`Made`)."""
-        self._epochs: dict[int, tuple[tuple[dict[str, Any], ...], ...]] = {}
+        self._epochs: dict[int, tuple[pa.Table, ...]] = {}
+        self._reading: dict[int, concurrent.futures.Future[tuple[pa.Table, ...]]] = {}
 
-    def epochs_of(self, node_id: int) -> tuple[tuple[dict[str, Any], ...], ...]:
+    def prefetch(self) -> None:
+        """Start reading and checking the replayed sources' epochs (`source_epochs`) in the
+        background, while the query starts; `epochs_of` waits for them (and raises what they
+        raised, before the first epoch is fed)."""
+        for node_id in self.sources:
+            if node_id not in self._epochs and node_id not in self._reading:
+                node = self.nodes[node_id]
+                self._reading[node_id] = _READER.submit(source_epochs, node, self.paths)
+
+    def epochs_of(self, node_id: int) -> tuple[pa.Table, ...]:
         """A source's rows by epoch, read once, when the query first needs them."""
         if node_id not in self._epochs:
-            self._epochs[node_id] = source_epochs(self.nodes[node_id], self.paths)
+            reading = self._reading.pop(node_id, None)
+            node = self.nodes[node_id]
+            self._epochs[node_id] = (
+                reading.result() if reading is not None else source_epochs(node, self.paths)
+            )
         return self._epochs[node_id]
 
     def _channels(self, kind: str) -> dict[int, Channel]:
@@ -211,6 +254,9 @@ class StreamingTranslation(Translation):
             frame = made.frame
             if node.id not in self.staged:  # an earlier stage counts a staged node
                 frame = observed(node, frame)
+            if node.id in self.marked_sources:  # for its other readers, without the marks
+                self.marked[node.id] = frame
+                frame = frame.select(*node.info.schema.names)
             self.frames[node.id] = frame
             self.judges[node.id] = derive_judges(
                 node, [self.judges.get(i, {}) for i in node.inputs]
@@ -246,6 +292,10 @@ class StreamingTranslation(Translation):
         frame = self.feed.channels[name].frame
         assert frame is not None
         return frame
+
+
+_READER = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sparkbeam-epochs")
+"""Reads replayed sources' epochs while queries start (`StreamingTranslation.prefetch`)."""
 
 
 STREAMING_TRANSLATORS: dict[type, StreamingTranslator] = {
@@ -302,8 +352,18 @@ def with_watermark(translation: Translation, node: Node, inputs: Sequence[DataFr
     delay = transform.delay_units(schema, node.label)
     delay_ms = delay // 1000 if kind is _dt.datetime else delay
 
-    real = _declare_watermark(run, node, inputs[0], counted=True)
     time = F.col(column)
+    invalid = inputs[0].filter(time.isNull())
+    if node.id in run.epoch_marks:
+        # Fed straight from a replayed source: its epoch files hold the watermark each row is
+        # judged by, a stateless filter (exact: `late_filter`).
+        source, mark = run.epoch_marks[node.id]
+        real = _declare_watermark(run, node, run.marked[source], counted=True)
+        passed, late = epoch_watermark_filter(real, schema, column, mark)
+        run.counted_as[f"n_{node.id}"] = f"out_{node.id}"  # the filter's output is the node's
+        return Made(passed, invalid=invalid, late=late)
+    # Elsewhere (live sources, an input computed in the query) a stateful filter.
+    real = _declare_watermark(run, node, inputs[0], counted=True)
     judge = own_judge(kind)
     marked = stateful(real, [judge(time)], delay_ms)
     if run.late_filter == "current":
@@ -311,8 +371,8 @@ def with_watermark(translation: Translation, node: Node, inputs: Sequence[DataFr
     else:
         kept = marked.withColumn(ROW_ID, F.expr("uuid()"))
         filtered = kept.dropDuplicates([ROW_ID, JUDGE]).drop(ROW_ID, JUDGE)
-    counted = filtered.observe(f"out_{node.id}", F.count(F.lit(1)).alias("rows"))
-    return Made(counted, judged=marked, invalid=inputs[0].filter(time.isNull()))
+    run.counted_as[f"n_{node.id}"] = f"out_{node.id}"
+    return Made(filtered, judged=marked, invalid=invalid)
 
 
 SPARK_MAX_DELAY_MS = (2**63 - 1) // 1000
@@ -342,13 +402,17 @@ def _declare_watermark(
             "it; use a delay within that range"
         )
     sentinel = run.frame(f"sentinel-{node.id}")
-    events = frame.withColumn(SENTINEL, F.lit(False)).unionByName(sentinel)
+    events = frame.withColumn(SENTINEL, F.lit(False))
+    events = events.unionByName(sentinel, allowMissingColumns=True)  # epoch watermarks: null
     time = F.col(column)
     if counted:
+        valid = ~F.col(SENTINEL) & time.isNotNull()
         events = events.observe(
             f"in_{node.id}",
-            F.count(F.when(~F.col(SENTINEL) & time.isNotNull(), 1)).alias("rows"),
+            F.count(F.when(valid, 1)).alias("rows"),
             F.count(F.when(time.isNull(), 1)).alias("invalid"),
+            # the largest event time, late rows included (`observed.model_watermark`)
+            F.max(F.when(valid, units(time, kind))).alias(LATEST),
         )
     spark_time = "__sparkbeam_event_time"
     marked = (
@@ -602,14 +666,14 @@ def dropped_rows(translation: Translation, node: Node, inputs: Sequence[DataFram
         assert made.invalid is not None
         return made.invalid
     schema = node.info.schema
+    if made.late is not None:
+        return made.late
     if isinstance(source.transform, WithWatermark):
         column = source.transform.column
         judge = own_judge(source.info.schema.type_of(column))
         late = [attrs.evolve(judge.late(column), judge=F.col(JUDGE))]
         assert made.judged is not None
         frame = made.judged
-    elif made.late is not None:
-        return made.late
     else:  # policy="min" (the only policy of a Join on Spark streaming): nothing is late
         kind = spark_schema(schema, node.label)[LATE_WATERMARK].dataType
         return inputs[0].filter(F.lit(False)).withColumn(LATE_WATERMARK, F.lit(None).cast(kind))

@@ -37,10 +37,14 @@ def test_only_queries_with_transform_with_state_start_with_rocksdb(spark: Any) -
         "sorted": w.sort("t"),
         "sessions": w.session("t", 3, keys="k"),
         "user combine": windows.combine_per_key(["window_start"], n=RowCount()),
-        "late rows": w.late_rows(),
+        "late rows": w.late_rows(),  # fed straight from the source: a stateless filter
+        "late rows of computed rows": (p | stream)
+        .filter(sb.col("t") > 0)
+        .with_watermark("t", 2)
+        .late_rows(),
         "joined": windows.join(windows.select("k", "window_start"), on=["k", "window_start"]),
     }
-    with_state = {"sorted", "sessions", "user combine", "late rows"}
+    with_state = {"sorted", "sessions", "user combine", "late rows of computed rows"}
     for name, pcoll in outputs.items():
         selected = ancestors(p.nodes, pcoll.node)
         with tempfile.TemporaryDirectory() as directory:
