@@ -226,6 +226,13 @@ def interval_join(p: sb.Pipeline, mode: Mode) -> list[sb.PCollection]:
     return [w.join(later, on="k", times=("t", "u"), within=(0, 10))]
 
 
+LATER_UNMATCHED = Runs(
+    "yes; a row that finds no match may come out micro-batches later than on the direct "
+    "runner (when the other side's watermark is ahead: Spark waits for the minimum of both)",
+    compared=False,
+)
+
+
 def outer_interval_join_meet(p: sb.Pipeline, mode: Mode) -> list[sb.PCollection]:
     a, b = two_watermarked(p, mode)
     return [a.join(b, on="k", how="left", times=("t", "t"), within=(0, 10))]
@@ -388,8 +395,8 @@ FEATURES: tuple[Feature, ...] = (
         "an outer interval `Join` of two `WithWatermark`s",
         outer_interval_join_meet,
         _outcomes(
-            streaming=Refused(S.OUTER_INTERVAL_JOIN_MEET),
-            live=Refused(S.OUTER_INTERVAL_JOIN_MEET),
+            streaming=LATER_UNMATCHED,
+            live=LATER_UNMATCHED,
         ),
     ),
     Feature(

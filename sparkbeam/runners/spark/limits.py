@@ -115,19 +115,6 @@ INTERVAL_JOIN_MAX = Refusal(
     advice="join on a window key, or use policy='min' without idle_after",
 )
 
-OUTER_INTERVAL_JOIN_MEET = Refusal(
-    name="outer-interval-join-meet",
-    refused="an outer interval `Join` (`times=`, `how` left, right or full) of the rows of "
-    "different `WithWatermark`s",
-    modes=(STREAMING, LIVE),
-    reason="how={how!r} emits a row that found no match once the other side's watermark passes "
-    "it; Spark keeps one watermark per query, the minimum of both sides', and emits such rows "
-    "only when that one passes, micro-batches later than the model when the other side's is "
-    "ahead",
-    advice="use how='inner', join the rows of one WithWatermark, or join on a window key "
-    "(a window join waits for the minimum of both sides' watermarks, as Spark does)",
-)
-
 HELD_WINDOW_START = Refusal(
     name="held-window-start",
     refused="keying state or late rows on a `Session`'s `window_start` other than by a "
@@ -212,7 +199,6 @@ REFUSALS = (
     UNION_DERIVED_APART,
     JOIN_KEY_DERIVED_APART,
     INTERVAL_JOIN_MAX,
-    OUTER_INTERVAL_JOIN_MEET,
     HELD_WINDOW_START,
     DROPPED_ROWS_MEET,
     MAX_DRIFT_WITH_IDLE,

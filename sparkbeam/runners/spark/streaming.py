@@ -546,9 +546,11 @@ def join(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> M
         right = marked(right, "__r_judge", judges[1][key], f"__r_{key}")
         condition = condition & (F.col("__l_judge") == F.col("__r_judge"))
     elif bounds is not None and transform.times is not None:
-        sides_apart = run.origins[node.inputs[0]] != run.origins[node.inputs[1]]
-        if sides_apart and transform.how != "inner":
-            raise limits.OUTER_INTERVAL_JOIN_MEET.error(node.label, how=transform.how)
+        # An outer side's unmatched row comes out once Spark's one watermark, the minimum of
+        # both sides', passes it; the model waits for the other side's only. Where the sides'
+        # watermarks come from different WithWatermarks and the outer side's is behind, the
+        # row comes out micro-batches later than on the direct runner: the same rows, never
+        # a different match (docs/decisions.md).
         left_time, right_time = transform.times
         lj, rj = run.exact_judge(node, left_time, 0), run.exact_judge(node, right_time, 1)
         kind = left_info.schema.type_of(left_time)
