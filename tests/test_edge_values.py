@@ -160,3 +160,41 @@ def test_a_sum_within_64_bits_is_exact(runner: Any) -> None:
         | sb.CombinePerKey("k", total=sb.Sum("n"))
     )
     assert p.run().collect(out) == [{"k": "a", "total": INT64_MAX - 5}]
+
+
+@pytest.mark.spark
+def test_the_last_years_of_the_calendar_run_on_spark_streaming(spark_runner: Any) -> None:
+    """Issue 19 item 6: Spark streaming failed for years from about 8030 (`Invalid isoformat
+    string: '+10968-...'`: the runner moves times 1969 years forward inside Spark), and its
+    end of input (year 8000) left later windows open, their rows lost. Both runners give the
+    same rows, late rows and watermarks, up to the last day of the calendar."""
+    last = datetime(9999, 12, 31, 23, 0)
+    stream = sb.TestStream({"k": str, "n": int, "t": datetime})
+    stream.add_epoch(
+        [
+            {"k": "a", "n": 1, "t": datetime(8030, 6, 1)},
+            {"k": "a", "n": 2, "t": last - timedelta(hours=1)},
+        ]
+    )
+    stream.add_epoch(
+        [{"k": "a", "n": 4, "t": datetime(8030, 6, 1)}, {"k": "a", "n": 8, "t": last}]
+    )
+    seen = {}
+    for runner in (sb.DirectRunner(), spark_runner):
+        p = sb.Pipeline(runner=runner)
+        w = p | stream | "Times" >> sb.WithWatermark("t", delay=timedelta(minutes=1))
+        out = (
+            w
+            | sb.Tumble("t", size=timedelta(minutes=10))
+            | sb.CombinePerKey(["k", "window_start"], total=sb.Sum("n"))
+        )
+        result = p.run()
+        rows = sorted((row["window_start"], row["total"]) for row in result.collect(out))
+        times = result.metrics()["Times"]
+        seen[type(runner).__name__] = (rows, times.late_rows, times.watermarks)
+    assert seen["SparkRunner"] == seen["DirectRunner"]
+    assert seen["DirectRunner"] == (
+        [(datetime(8030, 6, 1), 1), (last - timedelta(hours=1), 2), (last, 8)],
+        1,  # the second row of 8030, after the watermark passed 9999-12-31 21:59
+        {"t": last - timedelta(minutes=1)},
+    )

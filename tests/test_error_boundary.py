@@ -145,14 +145,16 @@ def test_a_broken_keeps_promise_is_a_data_error_naming_the_map_and_the_row(
         (sb.Tumble("t", size="1 day"), datetime(9999, 12, 31, 12)),
         (sb.Hop("t", size="2 days", slide="1 day"), datetime(9999, 12, 30, 12)),
         (sb.Tumble("t", size="1 day", offset="12 hours"), datetime(1, 1, 1, 6)),
+        (sb.Session("t", gap="2 hours"), datetime(9999, 12, 31, 23)),
     ],
-    ids=["tumble-9999", "hop-9999", "tumble-year-1"],
+    ids=["tumble-9999", "hop-9999", "tumble-year-1", "session-9999"],
 )
 @pytest.mark.parametrize("mode", [MODES[0], MODES[2]])
 def test_a_window_bound_outside_the_calendar_is_a_data_error(
     mode: str, window: Any, t: datetime, request: Any
 ) -> None:
-    """Issue 19 item 6: a bare OverflowError on every runner."""
+    """Issue 19 item 6: a bare OverflowError on every runner (a Session's end, its last row's
+    time plus the gap, is a bound like a window's)."""
     p = sb.Pipeline(runner=runner_for(mode, request))
     rows = [{"x": 1, "t": datetime(2026, 1, 1)}, {"x": 2, "t": t}]
     out = p | sb.Create(rows) | "Windows" >> window
@@ -249,6 +251,7 @@ BOUNDARY_CASES: dict[str, tuple[str, Any]] = {
     "flat-map": ("Broken flat map", lambda: sb.FlatMap(fails_on_two("rows"))),
     "filter": ("Broken filter", lambda: sb.Filter(fails_on_two("bool"))),
     "tumble-calendar": ("Windows", lambda: sb.Tumble("t", size="1 day", offset="12 hours")),
+    "session-calendar": ("Sessions", lambda: sb.Session("t", gap="2 hours")),
     "sum-overflow": (
         "Totals",
         lambda: sb.CombinePerKey([], total=sb.Sum("x")),
@@ -257,15 +260,18 @@ BOUNDARY_CASES: dict[str, tuple[str, Any]] = {
 """Each case's bad input: `x == 2` for the functions, a time in year 1 whose window starts
 before it for the window, a huge x for the sum (see `boundary_rows`)."""
 
-SPARK_STREAMING_CASES = ("map", "tumble-calendar")
+SPARK_STREAMING_CASES = ("map", "tumble-calendar", "session-calendar")
 """Streaming queries cost seconds each on Spark: one case per kind of failure (a Python
-worker's, an engine check's)."""
+worker's, an engine check's; a Session's, which Spark streaming runs in a stateful
+processor of its own)."""
 
 
 def boundary_rows(case: str) -> list[dict[str, Any]]:
     rows = [{"x": x, "t": T0 + timedelta(seconds=x)} for x in range(1, 4)]
     if case == "tumble-calendar":
         rows[0]["t"] = datetime(1, 1, 1, 6)  # in epoch 0 of a stream: never late
+    if case == "session-calendar":
+        rows[0]["t"] = datetime(9999, 12, 31, 23)  # its session would end after 9999
     if case == "sum-overflow":
         rows[1]["x"] = 2**63 - 1
     return rows

@@ -25,6 +25,7 @@ from sparkbeam.runners.spark.arrow import spark_schema
 from sparkbeam.runners.spark.epochs import SENTINEL, Channel, EpochFeed, is_replayed, source_epochs
 from sparkbeam.runners.spark.judges import (
     JUDGE,
+    MAX_DELAY_MS,
     Judge,
     as_spark_time,
     derive_judges,
@@ -50,6 +51,7 @@ from sparkbeam.runners.spark.translate import (
     Translation,
     _aggregate,
     join_output,
+    session_in_calendar,
 )
 from sparkbeam.schema import Schema
 from sparkbeam.transforms.combine import AggregateFn, CombinePerKey
@@ -328,13 +330,19 @@ def _declare_watermark(
     column, kind = transform.column, schema.type_of(transform.column)
     delay = transform.delay_units(schema, node.label)
     delay_ms = delay // 1000 if kind is _dt.datetime else delay
-    if delay_ms > SPARK_MAX_DELAY_MS:
+    limit = MAX_DELAY_MS if kind is _dt.datetime else SPARK_MAX_DELAY_MS
+    if delay_ms > limit:
         unit = "milliseconds" if kind is _dt.datetime else "units"
+        why = (
+            "about 265,000 years: beyond it the end of input could not close the windows of "
+            "year 9999 inside Spark, whose timestamps are 64-bit microseconds"
+            if kind is _dt.datetime
+            else "about 292,000 years: its interval in microseconds is a 64-bit integer"
+        )
         raise PipelineError(
             f"{node.label}: delay {transform.delay!r} is {delay_ms} {unit}; Spark's watermark "
-            f"delay is at most {SPARK_MAX_DELAY_MS} milliseconds (about 292,000 years: its "
-            "interval in microseconds is a 64-bit integer), so the Spark runner cannot run "
-            "it; use a delay within that range"
+            f"delay is at most {limit} milliseconds on the Spark runner ({why}), so it cannot "
+            "run it; use a delay within that range"
         )
     sentinel = run.frame(f"sentinel-{node.id}")
     events = frame.withColumn(SENTINEL, F.lit(False)).unionByName(sentinel)
@@ -402,8 +410,11 @@ def session_then_combine(run: StreamingTranslation, session: Node, node: Node) -
     assert isinstance(transform, CombinePerKey) and isinstance(windows, Session)
     schema = run.nodes[session.inputs[0]].info.schema
     judge = run.exact_judge(session, windows.column)
-    frame = stateful(run.frames[session.inputs[0]], [judge(F.col(windows.column))])
     gap = windows.gap_units(schema, session.label)
+    checked = session_in_calendar(
+        run.frames[session.inputs[0]], windows.column, gap, session.label, schema
+    )
+    frame = stateful(checked, [judge(F.col(windows.column))])
     return session_groups(
         frame,
         schema,
@@ -497,7 +508,8 @@ def session(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -
     schema = run.nodes[node.inputs[0]].info.schema
     judge = run.exact_judge(node, transform.column)
     gap = transform.gap_units(schema, node.label)
-    frame = stateful(inputs[0], [judge(F.col(transform.column))])
+    checked = session_in_calendar(inputs[0], transform.column, gap, node.label, schema)
+    frame = stateful(checked, [judge(F.col(transform.column))])
     return session_stream(frame, schema, transform.column, gap, transform.keys, judge, node.label)
 
 

@@ -221,6 +221,23 @@ def _in_calendar(start: Column, size: Column, kind: type, label: str, schema: Sc
     return F.when(outside, F.raise_error(message)).otherwise(start)
 
 
+def session_in_calendar(
+    frame: DataFrame, column: str, gap: int, label: str, schema: Schema
+) -> DataFrame:
+    """`frame`, failing the job with a `DataError` naming the row when a session ending at
+    its time plus `gap` would end after year 9999 (a session's end is its last row's time plus
+    the gap; its start is a row's time; datetime columns only; as the direct runner)."""
+    if schema.type_of(column) is not _dt.datetime:
+        return frame
+    t = F.unix_micros(F.col(column))
+    row = F.to_json(F.struct(*[F.col(name) for name in schema.names]))
+    message = F.concat(F.lit(f"{DATA_ERROR_MARK}{label}: {OUTSIDE_CALENDAR}. The row: "), row)
+    outside = t > F.lit(MAX_MICROS) - _long(gap)
+    return frame.withColumn(
+        column, F.when(outside, F.raise_error(message)).otherwise(F.col(column))
+    )
+
+
 @translates(WriteFiles)
 @translates(ForEachBatch)
 def sink(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
@@ -302,9 +319,7 @@ def flat_map_rows(translation: Translation, node: Node, inputs: Sequence[DataFra
     transform = node.transform
     assert isinstance(transform, FlatMap)
     in_schema, out_schema = _input_schema(translation, node), node.info.schema
-    function = flat_map_batches(
-        transform.fn, in_schema, out_schema, node.label, transform.keeps
-    )
+    function = flat_map_batches(transform.fn, in_schema, out_schema, node.label, transform.keeps)
     return inputs[0].mapInArrow(function, spark_schema(out_schema, node.label))
 
 
@@ -452,14 +467,16 @@ def session(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -
     assert isinstance(transform, Session)
     schema = _input_schema(translation, node)
     kind = schema.type_of(transform.column)
-    gap = _long(transform.gap_units(schema, node.label))
+    gap_units = transform.gap_units(schema, node.label)
+    gap = _long(gap_units)
     t = units(F.col(transform.column), kind)
     keys = list(transform.keys)
     ordered = Window.partitionBy(*keys).orderBy(t)
     starts = F.when(
         F.lag(t).over(ordered).isNull() | (t - F.lag(t).over(ordered) > gap), 1
     ).otherwise(0)
-    numbered = _require_time(inputs[0], transform.column, node.label, schema).select(
+    frame = _require_time(inputs[0], transform.column, node.label, schema)
+    numbered = session_in_calendar(frame, transform.column, gap_units, node.label, schema).select(
         "*",
         F.sum(starts)
         .over(ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow))
