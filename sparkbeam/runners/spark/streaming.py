@@ -52,6 +52,7 @@ from sparkbeam.runners.spark.translate import (
     _aggregate,
     join_output,
     session_in_calendar,
+    translating,
 )
 from sparkbeam.schema import Schema
 from sparkbeam.transforms.combine import AggregateFn, CombinePerKey
@@ -196,7 +197,7 @@ class StreamingTranslation(Translation):
             inputs = [self.frames[i] for i in node.inputs if i in self.frames]
             origins = frozenset().union(*(self.origins.get(i, frozenset()) for i in node.inputs))
             self.origins[node.id] = origins | ({node.id} if node.rule.own else frozenset())
-            with recording_state() as state:
+            with recording_state() as state, translating(node):
                 made = translate(self, node, inputs)
             if state.used:
                 self.keyed_state.add(node.id)

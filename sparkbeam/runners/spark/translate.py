@@ -21,11 +21,12 @@ and the rows are those the direct runner gives.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime as _dt
 import functools
 import io
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -36,6 +37,7 @@ from sparkbeam.graph import Node
 from sparkbeam.paths import Paths
 from sparkbeam.runners.spark import limits
 from sparkbeam.runners.spark.arrow import require_spark_types, spark_schema
+from sparkbeam.runners.spark.engine_errors import spark_errors
 from sparkbeam.runners.spark.expressions import Compiler
 from sparkbeam.runners.spark.paths import paths_of
 from sparkbeam.runners.spark.python_functions import (
@@ -114,7 +116,17 @@ class Translation:
                 raise limits.NO_TRANSLATION.error(node.label, kind=kind, input="bounded")
             require_spark_types(node.info.schema, node.label)
             inputs = [self.frames[i] for i in node.inputs]
-            self.frames[node.id] = translate(self, node, inputs)
+            with translating(node):
+                self.frames[node.id] = translate(self, node, inputs)
+
+
+@contextlib.contextmanager
+def translating(node: Node) -> Iterator[None]:
+    """Translating `node`: an exception that is not sparkbeam's (a file's footer pyarrow
+    cannot read, a function Spark cannot pickle, Spark's analysis) as a `PipelineError`
+    naming it (`engine_errors.spark_errors`, with `node` as the target)."""
+    with spark_errors((node,), node):
+        yield
 
 
 def _long(value: int) -> Column:
