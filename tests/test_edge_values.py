@@ -198,3 +198,25 @@ def test_the_last_years_of_the_calendar_run_on_spark_streaming(spark_runner: Any
         1,  # the second row of 8030, after the watermark passed 9999-12-31 21:59
         {"t": last - timedelta(minutes=1)},
     )
+
+
+@pytest.mark.spark
+def test_integer_times_beyond_what_spark_holds_are_a_data_error_on_spark_streaming(
+    spark_runner: Any,
+) -> None:
+    """Integer event times are milliseconds moved forward inside Spark, in 64-bit
+    microseconds: a time beyond `INT_TIME_RANGE` would overflow there or lie past the end of
+    input (its window never closed, its rows lost). The Spark runner names the
+    `WithWatermark` and the row; times up to the range's end run (microseconds of today)."""
+    from sparkbeam.runners.spark.judges import INT_TIME_RANGE
+
+    now_us = 1_775_037_600_000_000  # 2026-04-01 10:00 in microseconds since 1970
+    stream = sb.TestStream({"n": int, "t": int})
+    stream.add_epoch([{"n": 1, "t": now_us}, {"n": 2, "t": INT_TIME_RANGE[1] + 1}])
+    p = sb.Pipeline(runner=spark_runner)
+    ticks = p | stream | "Ticks" >> sb.WithWatermark("t", delay=0)
+    with pytest.raises(sb.DataError) as caught:
+        p.run().collect(ticks)
+    text = str(caught.value)
+    assert text.startswith("Ticks: the Spark runner holds integer event times"), text
+    assert '"n":2' in text and "java." not in text

@@ -106,6 +106,12 @@ FAR_FUTURE_INT = SPARK_LAST_MICROS // 1000 - SHIFT_MICROS // 1000
 """The sentinel's time on an integer column (read as milliseconds inside Spark)."""
 
 
+INT_TIME_RANGE = (-(SHIFT_MICROS // 1000), FAR_FUTURE_INT // 2)
+"""The integer event times the Spark runner holds: from where Spark's time (the value plus
+the shift, in milliseconds) is 0, to half the sentinel's (room for sizes and delays), about
+4.5e15: microseconds since 1970 up to the year 2111, milliseconds far beyond."""
+
+
 CALENDAR_SPAN_MICROS = MAX_MICROS - MIN_MICROS
 
 

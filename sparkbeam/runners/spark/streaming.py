@@ -24,6 +24,7 @@ from sparkbeam.runners.spark import limits
 from sparkbeam.runners.spark.arrow import spark_schema
 from sparkbeam.runners.spark.epochs import SENTINEL, Channel, EpochFeed, is_replayed, source_epochs
 from sparkbeam.runners.spark.judges import (
+    INT_TIME_RANGE,
     JUDGE,
     MAX_DELAY_MS,
     Judge,
@@ -43,6 +44,7 @@ from sparkbeam.runners.spark.merges import judged_sides, may_idle, require_separ
 from sparkbeam.runners.spark.observed import observed
 from sparkbeam.runners.spark.paths import paths_of
 from sparkbeam.runners.spark.python_combine import combine_stream
+from sparkbeam.runners.spark.python_functions import DATA_ERROR_MARK
 from sparkbeam.runners.spark.session_groups import session_groups
 from sparkbeam.runners.spark.session_windows import session_stream
 from sparkbeam.runners.spark.sort import sort_stream
@@ -357,13 +359,35 @@ def _declare_watermark(
     spark_time = "__sparkbeam_event_time"
     marked = (
         events.filter(time.isNotNull())
-        .withColumn(spark_time, as_spark_time(time, kind))
+        .withColumn(spark_time, _held_time(time, kind, node.label, schema))
         .withWatermark(spark_time, f"{delay_ms} milliseconds")
     )
     # One conjunct that names the event time, so the optimizer cannot push it below
     # the watermark (the sentinel must reach the watermark's statistics).
     not_sentinel = ~F.col(SENTINEL) | F.col(spark_time).isNull()
     return marked.filter(not_sentinel).drop(SENTINEL, spark_time)
+
+
+def _held_time(time: Column, kind: type, label: str, schema: Schema) -> Column:
+    """The event time as Spark holds it (`as_spark_time`); on an integer column, a row whose
+    time Spark cannot hold (`INT_TIME_RANGE`) fails the query with a `DataError` naming the
+    transform and the row (datetimes: the calendar's every value fits)."""
+    held = as_spark_time(time, kind)
+    if kind is _dt.datetime:
+        return held
+    low, high = INT_TIME_RANGE
+    row = F.to_json(F.struct(*[F.col(name) for name in schema.names]))
+    message = F.concat(
+        F.lit(
+            f"{DATA_ERROR_MARK}{label}: the Spark runner holds integer event times from {low} "
+            f"to {high} (Spark keeps them as milliseconds moved by {-low}, in 64-bit "
+            "microseconds, and ends the input beyond them), the direct runner any 64-bit "
+            "integer; filter such rows out or use a smaller unit. The row: "
+        ),
+        row,
+    )
+    outside = ~F.col(SENTINEL) & ((time < F.lit(low)) | (time > F.lit(high)))
+    return F.when(outside, F.raise_error(message)).otherwise(held)
 
 
 def restamp(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
