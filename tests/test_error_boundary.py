@@ -281,6 +281,10 @@ def from_a_module_the_workers_lack(tmp: Path) -> sb.Map:
     return sb.Map(module.same)
 
 
+def a_store_that_is_down(rows: list[dict[str, Any]], batch: int) -> None:
+    raise ConnectionError("the store is down")
+
+
 BOUNDARY_CASES: dict[str, tuple[str, Any]] = {
     # case: (label, the transform (of a temporary directory) applied to rows with columns
     # x: int, t: datetime)
@@ -298,6 +302,7 @@ BOUNDARY_CASES: dict[str, tuple[str, Any]] = {
     "write-under-a-file": ("Out", under_a_file),
     "unpicklable-function": ("Locked map", lambda tmp: capturing_a_lock()),
     "missing-module": ("Helper map", from_a_module_the_workers_lack),
+    "for-each-batch": ("Store", lambda tmp: sb.ForEachBatch(a_store_that_is_down)),
 }
 """Each case's bad input: `x == 2` for the functions, a time in year 1 whose window starts
 before it for the window, a huge x for the sum (see `boundary_rows`), a string no UTF-8
@@ -307,10 +312,10 @@ holds, a file system's refusal; on Spark only, a function it cannot send to its 
 SPARK_ONLY = ("unpicklable-function", "missing-module")
 """Cases the direct runner runs fine: it calls the function where it was made."""
 
-SPARK_STREAMING_CASES = ("map", "tumble-calendar", "session-calendar")
+SPARK_STREAMING_CASES = ("map", "tumble-calendar", "session-calendar", "for-each-batch")
 """Streaming queries cost seconds each on Spark: one case per kind of failure (a Python
 worker's, an engine check's; a Session's, which Spark streaming runs in a stateful
-processor of its own)."""
+processor of its own; a sink's function, which Spark calls on the driver)."""
 
 NO_STREAMING = ("sum-overflow",)
 """A global Sum has no streaming form (no watermarked key)."""

@@ -37,7 +37,7 @@ from sparkbeam.runners.spark.streaming import StreamingTranslation
 from sparkbeam.runners.spark.streaming_results import SparkStreamingResult
 from sparkbeam.runners.spark.translate import Translation, file_options
 from sparkbeam.schema import columns_to_rows
-from sparkbeam.transforms.connectors import ForEachBatch
+from sparkbeam.transforms.connectors import ForEachBatch, call_batch
 from sparkbeam.transforms.files import WriteFiles
 
 if TYPE_CHECKING:
@@ -173,7 +173,7 @@ class SparkRunner:
                     table = frame.toArrow()
                 rows = columns_to_rows(from_arrow(table, schema), schema)
                 if rows:
-                    transform.fn(rows, 0)
+                    call_batch(transform.fn, rows, 0, node.label)
                 continue
             assert isinstance(transform, WriteFiles)
             writer = frame.write.mode("overwrite" if transform.mode == "overwrite" else "error")
