@@ -429,3 +429,46 @@ def test_a_bad_value_in_a_file_names_the_file_line_and_value_on_both_runners(
     assert "'x'" in text and "'four'" in text
     if format == "csv":
         assert "line 3" in text
+
+
+# --- Spark's text, cut to its first useful line ------------------------------------------
+
+STREAM_FAILED = """[STREAM_FAILED] Query [id = 1f, runId = 2e] terminated with exception: \
+Job aborted due to stage failure: Task 0 in stage 3.0 failed 1 times, \
+most recent failure: Lost task 0.0 in stage 3.0 (TID 3) (host executor driver): \
+org.apache.spark.SparkRuntimeException: \
+[SOMETHING_WRONG] the engine's own words. SQLSTATE: 22000
+:  +- ~Project [k#534, v#535L, __sparkbeam_judge#614-T0ms]
+\tat org.apache.spark.sql.execution.SparkPlan.execute(SparkPlan.scala:1)
+"""
+
+PY4J = """An error occurred while calling o42.save.
+: org.apache.hadoop.fs.ParentNotDirectoryException: Parent path is not a directory: file:/x
+\tat org.apache.hadoop.fs.RawLocalFileSystem.mkdirs(RawLocalFileSystem.java:892)
+"""
+
+WORKER = """[STREAM_FAILED] Query [id = 1f] terminated with exception: Job aborted
+org.apache.spark.api.python.PythonException: Traceback (most recent call last):
+  File "/x/worker.py", line 1, in main
+    process()
+OverflowError: date value out of range
+\tat org.apache.spark.api.python.BasePythonRunner.handlePythonException(PythonRunner.scala:1)
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        (STREAM_FAILED, "[SOMETHING_WRONG] the engine's own words."),
+        (PY4J, "ParentNotDirectoryException: Parent path is not a directory: file:/x"),
+        (WORKER, "OverflowError: date value out of range"),
+    ],
+    ids=["stream-failed", "py4j", "python-worker"],
+)
+def test_spark_errors_are_cut_to_their_first_useful_line(text: str, line: str) -> None:
+    from sparkbeam.runners.spark.engine_errors import spark_line
+
+    said = spark_line(RuntimeError(text))
+    assert line in said, said
+    no_jvm(said)
+    assert "+- ~Project" not in said and len(said) <= 400

@@ -194,6 +194,7 @@ def _overflow(nodes: Sequence[Node]) -> DataError:
     )
 
 
+_JVM_THROWN = re.compile(r"^: [\w.$]+(?:Exception|Error)\b")
 _PYTHON_ERROR = re.compile(r"^(\w[\w.]*(?:Error|Exception|Exit|Interrupt)): (.*)$", re.M)
 
 
@@ -210,7 +211,8 @@ def spark_line(exc: BaseException) -> str:
             line = f"{found.group(1)}: {found.group(2)}"
     if line is None:
         lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-        thrown = [ln[1:].strip() for ln in lines if ln.startswith(": ")]  # Py4J's
+        # Py4J's line with the JVM exception (a plan's lines start with ": " too)
+        thrown = [ln[1:].strip() for ln in lines if _JVM_THROWN.match(ln)]
         line = thrown[0] if thrown else (lines[0] if lines else type(exc).__name__)
         failure = re.search(r"most recent failure: .*?\): (.*)", line)
         if failure:
