@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import os
+import re
 import traceback
 from typing import Any
 
@@ -45,3 +46,46 @@ def described(exc: BaseException) -> str:
     if not frames:
         return repr(exc)
     return f"{exc!r} at {frames[-1].filename}:{frames[-1].lineno}"
+
+
+_JVM_NAME = re.compile(r"\b(?:[a-z_][\w$]*\.)+([A-Z][\w$]*)")
+"""A qualified JVM or Python class name (`org.apache.hadoop.fs.ParentNotDirectoryException`):
+only its last part is kept in a message."""
+
+
+def clean_line(text: str, limit: int = 400) -> str:
+    """One line of an error for a user: qualified class names shortened to their own name
+    (so no `java.`/`py4j` package shows), at most `limit` characters."""
+    line = _JVM_NAME.sub(r"\1", " ".join(text.split()))
+    line = line.replace("java.", "").replace("py4j", "Py4J")
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception as its type and the first non-empty line of its message."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+def where_raised(exc: BaseException) -> str:
+    """` at file:line` of the innermost frame of `exc`'s traceback (any file), or ""."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    return f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+
+
+def unexpected(label: str, exc: BaseException, line: str | None = None) -> PipelineError:
+    """A `PipelineError` naming the transform `label` for an exception sparkbeam has no words
+    of its own for (a file system's, an engine's, its own bug), with the first useful line of
+    it (`line`, else its type and first line and where it was raised); the exception goes
+    along as the `__cause__`."""
+    said = clean_line(line if line is not None else first_line(exc) + where_raised(exc))
+    return PipelineError(
+        f"{label}: the run failed: {said}. This is no check of sparkbeam's: if it is not about "
+        "your files, disk, permissions or cluster, please report it with this message"
+    )
+
+
+SPARKBEAM_ERRORS = (PipelineError, DataError, AssertionError)
+"""The exceptions a run lets through as they are (SPEC section 6): sparkbeam's, and
+`AssertionError`s (`InvariantViolation`, and `assert_that`'s failures, which a test expects
+as they are)."""

@@ -246,6 +246,8 @@ def rows_to_columns(rows: Sequence[Mapping[str, Any]], schema: Schema, where: st
             values = [None if v is None else _datetimes_to_micros(v) for v in values]
         elif kind is int:
             _check_int64(values, rows, name, where)
+        elif kind is str:
+            _check_utf8(values, rows, name, where)
         elif kind is float:
             values = [None if value is None else float(value) for value in values]
         columns[name] = values
@@ -263,6 +265,30 @@ def _check_values(
                 f"has {value!r} ({type(value).__name__}); convert the value or fix the schema",
                 rows[index],
             )
+
+
+def _check_utf8(
+    values: list[Any], rows: Sequence[Mapping[str, Any]], name: str, where: str
+) -> None:
+    """`DataError` for a string that is not Unicode text (a lone surrogate): Arrow, parquet
+    and Spark hold strings as UTF-8, which cannot encode it (one check for the column)."""
+    present = [value for value in values if value is not None] if None in values else values
+    try:
+        "".join(present).encode("utf-8")
+        return
+    except UnicodeEncodeError:
+        pass
+    for index, value in enumerate(values):
+        try:
+            value is None or value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise DataError(
+                f"{where}: column {name!r} holds {value!r}, which is not Unicode text (a lone "
+                f"surrogate), in row {rows[index]!r}; both runners hold strings as UTF-8 (as "
+                "Arrow, parquet and Spark do): fix the value (bytes.decode(errors='replace') "
+                "never makes one)",
+                rows[index],
+            ) from None
 
 
 INT64_MIN: Final = -(2**63)

@@ -160,3 +160,63 @@ def test_a_sum_within_64_bits_is_exact(runner: Any) -> None:
         | sb.CombinePerKey("k", total=sb.Sum("n"))
     )
     assert p.run().collect(out) == [{"k": "a", "total": INT64_MAX - 5}]
+
+
+@pytest.mark.spark
+def test_the_last_years_of_the_calendar_run_on_spark_streaming(spark_runner: Any) -> None:
+    """Issue 19 item 6: Spark streaming failed for years from about 8030 (`Invalid isoformat
+    string: '+10968-...'`: the runner moves times 1969 years forward inside Spark), and its
+    end of input (year 8000) left later windows open, their rows lost. Both runners give the
+    same rows, late rows and watermarks, up to the last day of the calendar."""
+    last = datetime(9999, 12, 31, 23, 0)
+    stream = sb.TestStream({"k": str, "n": int, "t": datetime})
+    stream.add_epoch(
+        [
+            {"k": "a", "n": 1, "t": datetime(8030, 6, 1)},
+            {"k": "a", "n": 2, "t": last - timedelta(hours=1)},
+        ]
+    )
+    stream.add_epoch(
+        [{"k": "a", "n": 4, "t": datetime(8030, 6, 1)}, {"k": "a", "n": 8, "t": last}]
+    )
+    seen = {}
+    for runner in (sb.DirectRunner(), spark_runner):
+        p = sb.Pipeline(runner=runner)
+        w = p | stream | "Times" >> sb.WithWatermark("t", delay=timedelta(minutes=1))
+        out = (
+            w
+            | sb.Tumble("t", size=timedelta(minutes=10))
+            | sb.CombinePerKey(["k", "window_start"], total=sb.Sum("n"))
+        )
+        result = p.run()
+        rows = sorted((row["window_start"], row["total"]) for row in result.collect(out))
+        times = result.metrics()["Times"]
+        seen[type(runner).__name__] = (rows, times.late_rows, times.watermarks)
+    assert seen["SparkRunner"] == seen["DirectRunner"]
+    assert seen["DirectRunner"] == (
+        [(datetime(8030, 6, 1), 1), (last - timedelta(hours=1), 2), (last, 8)],
+        1,  # the second row of 8030, after the watermark passed 9999-12-31 21:59
+        {"t": last - timedelta(minutes=1)},
+    )
+
+
+@pytest.mark.spark
+def test_integer_times_beyond_what_spark_holds_are_a_data_error_on_spark_streaming(
+    spark_runner: Any,
+) -> None:
+    """Integer event times are milliseconds moved forward inside Spark, in 64-bit
+    microseconds: a time beyond `INT_TIME_RANGE` would overflow there or lie past the end of
+    input (its window never closed, its rows lost). The Spark runner names the
+    `WithWatermark` and the row; times up to the range's end run (microseconds of today)."""
+    from sparkbeam.runners.spark.judges import INT_TIME_RANGE
+
+    now_us = 1_775_037_600_000_000  # 2026-04-01 10:00 in microseconds since 1970
+    stream = sb.TestStream({"n": int, "t": int})
+    stream.add_epoch([{"n": 1, "t": now_us}, {"n": 2, "t": INT_TIME_RANGE[1] + 1}])
+    p = sb.Pipeline(runner=spark_runner)
+    ticks = p | stream | "Ticks" >> sb.WithWatermark("t", delay=0)
+    with pytest.raises(sb.DataError) as caught:
+        p.run().collect(ticks)
+    text = str(caught.value)
+    assert text.startswith("Ticks: the Spark runner holds integer event times"), text
+    assert '"n":2' in text and "java." not in text

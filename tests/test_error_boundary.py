@@ -8,7 +8,12 @@ useful line of the cause and never a JVM stack.
 
 from __future__ import annotations
 
+import importlib
+import sys
+import threading
+import uuid
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -145,14 +150,16 @@ def test_a_broken_keeps_promise_is_a_data_error_naming_the_map_and_the_row(
         (sb.Tumble("t", size="1 day"), datetime(9999, 12, 31, 12)),
         (sb.Hop("t", size="2 days", slide="1 day"), datetime(9999, 12, 30, 12)),
         (sb.Tumble("t", size="1 day", offset="12 hours"), datetime(1, 1, 1, 6)),
+        (sb.Session("t", gap="2 hours"), datetime(9999, 12, 31, 23)),
     ],
-    ids=["tumble-9999", "hop-9999", "tumble-year-1"],
+    ids=["tumble-9999", "hop-9999", "tumble-year-1", "session-9999"],
 )
 @pytest.mark.parametrize("mode", [MODES[0], MODES[2]])
 def test_a_window_bound_outside_the_calendar_is_a_data_error(
     mode: str, window: Any, t: datetime, request: Any
 ) -> None:
-    """Issue 19 item 6: a bare OverflowError on every runner."""
+    """Issue 19 item 6: a bare OverflowError on every runner (a Session's end, its last row's
+    time plus the gap, is a bound like a window's)."""
     p = sb.Pipeline(runner=runner_for(mode, request))
     rows = [{"x": 1, "t": datetime(2026, 1, 1)}, {"x": 2, "t": t}]
     out = p | sb.Create(rows) | "Windows" >> window
@@ -242,30 +249,84 @@ def fails_on_two(shape: str = "row") -> Any:
     return fails
 
 
+def under_a_file(tmp: Path) -> sb.WriteFiles:
+    """A sink whose directory would be inside a regular file: the file system refuses."""
+    (tmp / "a-file").write_text("not a directory")
+    return sb.WriteFiles(str(tmp / "a-file" / "out"), format="json")
+
+
+def lone_surrogate() -> sb.Map:
+    """A Map whose output string holds a lone surrogate (no UTF-8 for it)."""
+    return sb.Map(
+        lambda row: {**row, "s": "a\ud800"}, schema={"x": int, "t": datetime, "s": str}
+    )
+
+
+def capturing_a_lock() -> sb.Map:
+    """A Map whose function captures a lock: Spark cannot pickle it for its workers."""
+    lock = threading.Lock()
+    return sb.Map(lambda row: {**row, "x": row["x"] + (0 if lock.locked() else 1)})
+
+
+def from_a_module_the_workers_lack(tmp: Path) -> sb.Map:
+    """A Map whose function lives in a module only the driver can import (as a module next
+    to a script, not installed on the cluster)."""
+    name = f"helpers_only_here_{uuid.uuid4().hex}"
+    (tmp / f"{name}.py").write_text("def same(row):\n    return row\n")
+    sys.path.insert(0, str(tmp))
+    try:  # imported, so pickled by reference: what a worker without the module cannot load
+        module = importlib.import_module(name)
+    finally:
+        sys.path.remove(str(tmp))
+    return sb.Map(module.same)
+
+
+def a_store_that_is_down(rows: list[dict[str, Any]], batch: int) -> None:
+    raise ConnectionError("the store is down")
+
+
 BOUNDARY_CASES: dict[str, tuple[str, Any]] = {
-    # case: (label, the transform applied to rows with columns x: int, t: datetime)
-    "map": ("Broken map", lambda: sb.Map(fails_on_two())),
-    "map-output": ("Broken map", lambda: sb.Map(lambda row: {"x": row["x"]})),
-    "flat-map": ("Broken flat map", lambda: sb.FlatMap(fails_on_two("rows"))),
-    "filter": ("Broken filter", lambda: sb.Filter(fails_on_two("bool"))),
-    "tumble-calendar": ("Windows", lambda: sb.Tumble("t", size="1 day", offset="12 hours")),
-    "sum-overflow": (
-        "Totals",
-        lambda: sb.CombinePerKey([], total=sb.Sum("x")),
+    # case: (label, the transform (of a temporary directory) applied to rows with columns
+    # x: int, t: datetime)
+    "map": ("Broken map", lambda tmp: sb.Map(fails_on_two())),
+    "map-output": ("Broken map", lambda tmp: sb.Map(lambda row: {"x": row["x"]})),
+    "flat-map": ("Broken flat map", lambda tmp: sb.FlatMap(fails_on_two("rows"))),
+    "filter": ("Broken filter", lambda tmp: sb.Filter(fails_on_two("bool"))),
+    "tumble-calendar": (
+        "Windows",
+        lambda tmp: sb.Tumble("t", size="1 day", offset="12 hours"),
     ),
+    "session-calendar": ("Sessions", lambda tmp: sb.Session("t", gap="2 hours")),
+    "sum-overflow": ("Totals", lambda tmp: sb.CombinePerKey([], total=sb.Sum("x"))),
+    "lone-surrogate": ("Broken map", lambda tmp: lone_surrogate()),
+    "write-under-a-file": ("Out", under_a_file),
+    "unpicklable-function": ("Locked map", lambda tmp: capturing_a_lock()),
+    "missing-module": ("Helper map", from_a_module_the_workers_lack),
+    "for-each-batch": ("Store", lambda tmp: sb.ForEachBatch(a_store_that_is_down)),
 }
 """Each case's bad input: `x == 2` for the functions, a time in year 1 whose window starts
-before it for the window, a huge x for the sum (see `boundary_rows`)."""
+before it for the window, a huge x for the sum (see `boundary_rows`), a string no UTF-8
+holds, a file system's refusal; on Spark only, a function it cannot send to its workers
+(pickled) or that they cannot import."""
 
-SPARK_STREAMING_CASES = ("map", "tumble-calendar")
+SPARK_ONLY = ("unpicklable-function", "missing-module")
+"""Cases the direct runner runs fine: it calls the function where it was made."""
+
+SPARK_STREAMING_CASES = ("map", "tumble-calendar", "session-calendar", "for-each-batch")
 """Streaming queries cost seconds each on Spark: one case per kind of failure (a Python
-worker's, an engine check's)."""
+worker's, an engine check's; a Session's, which Spark streaming runs in a stateful
+processor of its own; a sink's function, which Spark calls on the driver)."""
+
+NO_STREAMING = ("sum-overflow",)
+"""A global Sum has no streaming form (no watermarked key)."""
 
 
 def boundary_rows(case: str) -> list[dict[str, Any]]:
     rows = [{"x": x, "t": T0 + timedelta(seconds=x)} for x in range(1, 4)]
     if case == "tumble-calendar":
         rows[0]["t"] = datetime(1, 1, 1, 6)  # in epoch 0 of a stream: never late
+    if case == "session-calendar":
+        rows[0]["t"] = datetime(9999, 12, 31, 23)  # its session would end after 9999
     if case == "sum-overflow":
         rows[1]["x"] = 2**63 - 1
     return rows
@@ -273,18 +334,21 @@ def boundary_rows(case: str) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize(
     ("mode", "case"),
-    [("direct-batch", case) for case in BOUNDARY_CASES]
-    # a global Sum has no streaming form (no watermarked key)
-    + [("direct-streaming", case) for case in BOUNDARY_CASES if case != "sum-overflow"]
+    [("direct-batch", case) for case in BOUNDARY_CASES if case not in SPARK_ONLY]
+    + [
+        ("direct-streaming", case)
+        for case in BOUNDARY_CASES
+        if case not in SPARK_ONLY + NO_STREAMING
+    ]
     + [pytest.param("spark-batch", case, marks=pytest.mark.spark) for case in BOUNDARY_CASES]
     + [
         pytest.param("spark-streaming", case, marks=pytest.mark.spark)
         for case in SPARK_STREAMING_CASES
     ],
 )
-def test_the_error_boundary(mode: str, case: str, request: Any) -> None:
+def test_the_error_boundary(mode: str, case: str, request: Any, tmp_path: Path) -> None:
     """Every failure of a running pipeline is sparkbeam's, names the transform, and shows
-    no JVM stack."""
+    no JVM stack; the original exception is its cause."""
     label, make = BOUNDARY_CASES[case]
     p = sb.Pipeline(runner=runner_for(mode, request))
     rows, schema = boundary_rows(case), {"x": int, "t": datetime}
@@ -295,10 +359,116 @@ def test_the_error_boundary(mode: str, case: str, request: Any) -> None:
         source = p | stream | sb.WithWatermark("t", delay=timedelta(0))
     else:
         source = p | sb.Create(rows, schema=schema)
-    out = source | label >> make()
+    out = source | label >> make(tmp_path)
     with pytest.raises((sb.DataError, sb.PipelineError, sb.InvariantViolation)) as caught:
         p.run().collect(out)
     text = str(caught.value)
     no_jvm(text)
-    assert label in text, text
+    assert text.startswith(label), text
     assert len(text) < 2000, text
+    if not isinstance(caught.value, sb.DataError) or mode.startswith("spark"):
+        assert caught.value.__cause__ is not None, "the original is the cause"
+
+
+# --- files: which file, which line ----------------------------------------------------
+
+
+def test_a_truncated_parquet_file_names_the_file_and_the_transform(tmp_path: Path) -> None:
+    """Issue 19: a bare `ArrowInvalid` naming neither; parquet footers are read when
+    `ReadFiles` is applied (its schema), so this is the same on every runner."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"x": [1, 2]}), tmp_path / "a.parquet")
+    whole = (tmp_path / "a.parquet").read_bytes()
+    (tmp_path / "b.parquet").write_bytes(whole[: len(whole) // 2])
+    p = sb.Pipeline()
+    with pytest.raises(sb.DataError) as caught:
+        p | "Orders" >> sb.ReadFiles(str(tmp_path), format="parquet")
+    text = str(caught.value)
+    assert text.startswith("Orders: ") and repr(str(tmp_path / "b.parquet")) in text
+    assert "ArrowInvalid" in text and caught.value.__cause__ is not None
+
+
+def test_a_corrupt_parquet_file_is_a_data_error_naming_it(runner: Any, tmp_path: Path) -> None:
+    """A parquet file whose footer reads but whose data does not: a `DataError` naming the
+    transform and the file when the pipeline runs, on both runners."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"x": list(range(1000))}), tmp_path / "a.parquet")
+    data = bytearray((tmp_path / "a.parquet").read_bytes())
+    data[8:200] = b"\xff" * 192  # the first column chunk's page header and data
+    (tmp_path / "a.parquet").write_bytes(bytes(data))
+    p = sb.Pipeline(runner=runner)
+    rows = p | "Orders" >> sb.ReadFiles(str(tmp_path), format="parquet")
+    with pytest.raises(sb.DataError) as caught:
+        p.run().collect(rows)
+    text = str(caught.value)
+    no_jvm(text)
+    assert text.startswith("Orders: ") and "a.parquet" in text and "corrupt" in text
+
+
+@pytest.mark.parametrize("format", ["json", "csv"])
+def test_a_bad_value_in_a_file_names_the_file_line_and_value_on_both_runners(
+    runner: Any, tmp_path: Path, format: str
+) -> None:
+    """Issue 19: Spark's file-read errors named the file but not the line, column or value:
+    the Spark runner reads the file again on the driver and gives the direct runner's words."""
+    if format == "json":
+        (tmp_path / "a.json").write_text('{"x": 1, "y": "a"}\n{"x": "four", "y": "b"}\n')
+    else:
+        (tmp_path / "a.csv").write_text("x,y\n1,a\nfour,b\n")
+    p = sb.Pipeline(runner=runner)
+    rows = p | "Orders" >> sb.ReadFiles(str(tmp_path), format=format, schema={"x": int, "y": str})
+    with pytest.raises(sb.DataError) as caught:
+        p.run().collect(rows)
+    text = str(caught.value)
+    no_jvm(text)
+    assert text.startswith("Orders") and f"a.{format}" in text
+    assert "'x'" in text and "'four'" in text
+    if format == "csv":
+        assert "line 3" in text
+
+
+# --- Spark's text, cut to its first useful line ------------------------------------------
+
+STREAM_FAILED = """[STREAM_FAILED] Query [id = 1f, runId = 2e] terminated with exception: \
+Job aborted due to stage failure: Task 0 in stage 3.0 failed 1 times, \
+most recent failure: Lost task 0.0 in stage 3.0 (TID 3) (host executor driver): \
+org.apache.spark.SparkRuntimeException: \
+[SOMETHING_WRONG] the engine's own words. SQLSTATE: 22000
+:  +- ~Project [k#534, v#535L, __sparkbeam_judge#614-T0ms]
+\tat org.apache.spark.sql.execution.SparkPlan.execute(SparkPlan.scala:1)
+"""
+
+PY4J = """An error occurred while calling o42.save.
+: org.apache.hadoop.fs.ParentNotDirectoryException: Parent path is not a directory: file:/x
+\tat org.apache.hadoop.fs.RawLocalFileSystem.mkdirs(RawLocalFileSystem.java:892)
+"""
+
+WORKER = """[STREAM_FAILED] Query [id = 1f] terminated with exception: Job aborted
+org.apache.spark.api.python.PythonException: Traceback (most recent call last):
+  File "/x/worker.py", line 1, in main
+    process()
+OverflowError: date value out of range
+\tat org.apache.spark.api.python.BasePythonRunner.handlePythonException(PythonRunner.scala:1)
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        (STREAM_FAILED, "[SOMETHING_WRONG] the engine's own words."),
+        (PY4J, "ParentNotDirectoryException: Parent path is not a directory: file:/x"),
+        (WORKER, "OverflowError: date value out of range"),
+    ],
+    ids=["stream-failed", "py4j", "python-worker"],
+)
+def test_spark_errors_are_cut_to_their_first_useful_line(text: str, line: str) -> None:
+    from sparkbeam.runners.spark.engine_errors import spark_line
+
+    said = spark_line(RuntimeError(text))
+    assert line in said, said
+    no_jvm(said)
+    assert "+- ~Project" not in said and len(said) <= 400

@@ -270,6 +270,36 @@ def test_mode_error_is_checked_every_run(runner: Any, tmp_path: Any) -> None:
     assert "PATH_ALREADY_EXISTS" not in message
 
 
+@pytest.mark.parametrize("on", ["direct", pytest.param("spark", marks=pytest.mark.spark)])
+def test_mode_error_is_checked_every_run_of_a_streaming_sink(
+    on: str, tmp_path: Any, request: Any
+) -> None:
+    """Issue 19, item 10, on unbounded input: the second run of a streaming `WriteFiles` with
+    no checkpoint to resume from is refused, before any query starts, on both runners."""
+    runner = request.getfixturevalue("spark_runner") if on == "spark" else sb.DirectRunner()
+    target = str(tmp_path / "out")
+    start = dt.datetime(2026, 4, 1, 10)
+    stream = sb.TestStream({"n": int, "t": dt.datetime})
+    stream.add_epoch([{"n": 1, "t": start}, {"n": 2, "t": start + dt.timedelta(minutes=1)}])
+    p = sb.Pipeline(runner=runner)
+    marked = p | stream | sb.WithWatermark("t", delay=dt.timedelta(0))
+    marked | "Saved" >> sb.WriteFiles(target, format="json", mode="error")
+    p.run()
+    schema = {"n": int, "t": dt.datetime}
+    with sb.Pipeline() as check:
+        saved = check | sb.ReadFiles(target, format="json", schema=schema)
+    assert sorted(row["n"] for row in check.result.collect(saved)) == [1, 2]
+    with pytest.raises(sb.PipelineError) as caught:
+        p.run()
+    message = str(caught.value)
+    assert message.startswith("Saved: ") and repr(target) in message
+    assert "mode='error'" in message
+    assert "PATH_ALREADY_EXISTS" not in message and "java." not in message
+    with sb.Pipeline() as again:
+        kept = again | sb.ReadFiles(target, format="json", schema=schema)
+    assert sorted(row["n"] for row in again.result.collect(kept)) == [1, 2]
+
+
 def test_a_pcollection_added_after_the_run_is_not_in_its_result(runner: Any) -> None:
     """Issue 19, item 10: a bare `KeyError: 1` on Spark."""
     p = sb.Pipeline(runner=runner)

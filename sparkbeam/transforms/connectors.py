@@ -26,7 +26,7 @@ from typing import Any
 import attrs
 
 from sparkbeam.derivation import WatermarkRule, passing
-from sparkbeam.errors import PipelineError
+from sparkbeam.errors import PipelineError, described
 from sparkbeam.graph import EdgeInfo, PrimitiveTransform
 from sparkbeam.schema import Row, Schema
 from sparkbeam.transforms.validation import single_input
@@ -109,3 +109,19 @@ class ForEachBatch(PrimitiveTransform):
     def watermark_rule(self, inputs: Sequence[EdgeInfo], label: str) -> WatermarkRule:
         """Rows pass on unchanged, and so do their watermarks."""
         return WatermarkRule(passing(inputs[0].schema.names))
+
+
+def call_batch(
+    fn: Callable[[list[Row], int], Any], rows: list[Row], batch_id: int, label: str, mark: str = ""
+) -> None:
+    """`fn(rows, batch_id)` of a `ForEachBatch`; an exception of it a `PipelineError` naming
+    the transform, the exception, where it was raised and the batch, the original its cause
+    (`mark` before the message: how a Spark worker's error is found again on the driver)."""
+    try:
+        fn(rows, batch_id)
+    except Exception as exc:
+        raise PipelineError(
+            f"{mark}{label}: the function raised {described(exc)} on batch {batch_id} "
+            f"({len(rows)} rows); a streaming sink with a checkpoint calls it again with that "
+            "batch when the pipeline runs again"
+        ) from exc

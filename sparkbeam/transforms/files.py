@@ -26,7 +26,7 @@ from typing import Any
 import attrs
 
 from sparkbeam.derivation import WatermarkRule, passing
-from sparkbeam.errors import PipelineError
+from sparkbeam.errors import DataError, PipelineError, first_line
 from sparkbeam.graph import EdgeInfo, PrimitiveTransform
 from sparkbeam.paths import Paths, UnreachablePath, base_name, join, read_text
 from sparkbeam.paths import current as current_paths
@@ -102,6 +102,15 @@ def committed_files(log: str, paths: Paths | None = None) -> set[str] | None:
     return files
 
 
+def unreadable_parquet(path: str, label: str, exc: BaseException) -> DataError:
+    """A `DataError` naming the transform and the parquet file pyarrow cannot read."""
+    return DataError(
+        f"{label}: {path!r} is not a parquet file that can be read ({first_line(exc)}): "
+        "truncated, corrupt or still being written; remove or replace it, or read a "
+        "directory that holds only finished parquet files"
+    )
+
+
 def parquet_schema(path: str, label: str, paths: Paths | None = None) -> Schema:
     """Our schema of one parquet file's footer (read through `paths`)."""
     try:
@@ -111,7 +120,10 @@ def parquet_schema(path: str, label: str, paths: Paths | None = None) -> Schema:
         raise PipelineError(f"{label}: reading parquet needs pyarrow: pip install pyarrow") from exc
     fields: list[tuple[str, type]] = []
     with (paths or current_paths()).open_input(path) as handle:
-        footer = pq.read_schema(handle)
+        try:
+            footer = pq.read_schema(handle)
+        except (pa.ArrowException, OSError) as exc:
+            raise unreadable_parquet(path, label, exc) from exc
     for field in footer:
         kind = field.type
         if pa.types.is_timestamp(kind):

@@ -8,7 +8,7 @@ from typing import Any
 from sparkbeam.graph import EdgeInfo, Node
 from sparkbeam.runners.direct.operator import Chunk, Message, Operator, Owner
 from sparkbeam.schema import columns_to_rows
-from sparkbeam.transforms.connectors import ForEachBatch
+from sparkbeam.transforms.connectors import ForEachBatch, call_batch
 
 
 class ForEachBatchOperator(Operator):
@@ -45,7 +45,7 @@ class ForEachBatchOperator(Operator):
         schema = self.node.info.schema
         rows = [row for chunk in chunks for row in columns_to_rows(chunk.columns, schema)]
         if rows:
-            self.fn(rows, batch_id)
+            call_batch(self.fn, rows, batch_id, self.label)
 
     def snapshot(self) -> tuple[list[Chunk], int]:
         return list(self.chunks), self.next_batch

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from sparkbeam.errors import PipelineError
+from sparkbeam.errors import SPARKBEAM_ERRORS, PipelineError, unexpected
 from sparkbeam.graph import EdgeInfo, Node
 from sparkbeam.messages import Watermark
 from sparkbeam.metrics import PipelineMetrics, TransformMetrics
@@ -164,6 +164,18 @@ class DirectRunner:
         )
 
     def run(self, pipeline: Pipeline) -> DirectResult:
+        """Run `pipeline`; every exception is sparkbeam's (SPEC section 6): one of another kind
+        escaping a transform's processing (a file system's, sparkbeam's own bug) becomes a
+        `PipelineError` naming that transform (`failed_operator`), the original its cause."""
+        try:
+            return self._run(pipeline)
+        except SPARKBEAM_ERRORS:
+            raise
+        except Exception as exc:
+            label = failed_operator(exc) or f"DirectRunner (running {pipeline.nodes[-1].label})"
+            raise unexpected(label, exc) from exc
+
+    def _run(self, pipeline: Pipeline) -> DirectResult:
         nodes = pipeline.nodes
         self._check(nodes)
         if self.parallel:
@@ -214,6 +226,19 @@ class DirectRunner:
             recoveries=executor.recoveries,
             counters=[_summed(per_epoch) for per_epoch in executor.counters],
         )
+
+
+def failed_operator(exc: BaseException) -> str | None:
+    """The label of the innermost operator whose method `exc` passed through: the transform
+    that was processing when it was raised."""
+    label = None
+    tb = exc.__traceback__
+    while tb is not None:
+        owner = tb.tb_frame.f_locals.get("self")
+        if isinstance(owner, Operator):
+            label = owner.label
+        tb = tb.tb_next
+    return label
 
 
 def _summed(counters: Sequence[EdgeCounters]) -> EdgeCounters:

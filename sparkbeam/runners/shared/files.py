@@ -19,7 +19,7 @@ from sparkbeam.errors import DataError
 from sparkbeam.paths import DRIVER, Paths
 from sparkbeam.schema import Columns, Row, Schema, rows_to_columns, type_name
 from sparkbeam.time import from_micros, to_micros
-from sparkbeam.transforms.files import parquet_schema
+from sparkbeam.transforms.files import parquet_schema, unreadable_parquet
 
 ROWS_PER_CHUNK = 8192
 
@@ -99,6 +99,7 @@ def read_csv(path: str, schema: Schema, label: str, paths: Paths = DRIVER) -> It
 
 def read_parquet(path: str, schema: Schema, label: str, paths: Paths = DRIVER) -> Iterator[Columns]:
     # Parquet needs pyarrow, an optional dependency: imported only when used.
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     found = parquet_schema(path, label, paths)
@@ -112,10 +113,14 @@ def read_parquet(path: str, schema: Schema, label: str, paths: Paths = DRIVER) -
     # Batch by batch: one chunk's worth of the file in memory at a time, and no
     # `pyarrow.dataset` (whose import pulls in pandas: a fifth of a second).
     with paths.open_input(path) as handle:
-        batches = pq.ParquetFile(handle).iter_batches(ROWS_PER_CHUNK, columns=list(schema.names))
-        for batch in batches:
-            if batch.num_rows:
-                yield from_arrow(batch, schema)
+        try:
+            file = pq.ParquetFile(handle)
+            batches = file.iter_batches(ROWS_PER_CHUNK, columns=list(schema.names))
+            for batch in batches:
+                if batch.num_rows:
+                    yield from_arrow(batch, schema)
+        except (pa.ArrowException, OSError) as exc:
+            raise unreadable_parquet(path, label, exc) from exc
 
 
 def read_file(

@@ -8,16 +8,31 @@ Spark's own line, not its stack.
 from __future__ import annotations
 
 import contextlib
+import inspect
+import os
 import re
 from collections.abc import Iterator, Sequence
+from typing import Any
 
-from sparkbeam.errors import DataError, PipelineError
+from sparkbeam.errors import (
+    SPARKBEAM_ERRORS,
+    DataError,
+    PipelineError,
+    clean_line,
+    first_line,
+    unexpected,
+)
 from sparkbeam.graph import Node
-from sparkbeam.runners.spark.python_functions import DATA_ERROR_MARK
+from sparkbeam.paths import DRIVER, is_local, local_path
+from sparkbeam.runners.shared.files import read_file
+from sparkbeam.runners.spark.python_functions import DATA_ERROR_MARK, PIPELINE_ERROR_MARK
 from sparkbeam.schema import INT64_MAX, INT64_MIN
-from sparkbeam.transforms.combine import CombinePerKey, Sum
-from sparkbeam.transforms.files import ReadFiles
+from sparkbeam.transforms.combine import CombineFn, CombinePerKey, Sum
+from sparkbeam.transforms.files import ReadFiles, data_files
 
+_PIPELINE_ERROR = re.compile(
+    re.escape(PIPELINE_ERROR_MARK) + r"(.*?)(?:\s*SQLSTATE: \w+)?\s*$", re.M
+)
 _DATA_ERROR = re.compile(re.escape(DATA_ERROR_MARK) + r"(.*?)(?:\s*SQLSTATE: \w+)?\s*$", re.M)
 
 
@@ -37,10 +52,16 @@ _ENGINE_ERRORS: list[tuple[tuple[str, ...], type[ValueError], str]] = [
             "FAILFAST",
             "MALFORMED_CSV_RECORD",
             "CANNOT_PARSE",
-            "FAILED_READ_FILE",
         ),
         DataError,
         "ReadFiles: a file holds a value that does not match schema= (fix the file or the schema)",
+    ),
+    (
+        ("FAILED_READ_FILE",),
+        DataError,
+        "ReadFiles: a file cannot be read: corrupt or truncated (a parquet file still being "
+        "written?), or holding a value that does not match schema=; replace the file or fix "
+        "the schema",
     ),
     (
         ("PATH_NOT_FOUND",),
@@ -50,11 +71,87 @@ _ENGINE_ERRORS: list[tuple[tuple[str, ...], type[ValueError], str]] = [
 ]
 
 
+_READ_FILE = re.compile(r"(?:reading|read) file (\S+?)\.?(?:\s|$)")
+
+EXACT_READ_LIMIT = 256 * 1024 * 1024
+"""Bytes of JSON/CSV input the driver reads again, at most, to name the line, column and
+value of a file Spark failed to parse (Spark's own message names at most the file)."""
+
+
+def _exact_read_error(text: str, nodes: Sequence[Node]) -> DataError | None:
+    """The direct runner's `DataError` (file, line, column, value) for the JSON or CSV input
+    Spark failed to parse: its local files read again on the driver, only the one Spark names
+    where it names one (None when that finds nothing, or the files are not local or larger
+    than `EXACT_READ_LIMIT`: Spark's own line stays)."""
+    named = {local_path(found) for found in _READ_FILE.findall(text)}
+    for node in nodes:
+        transform = node.transform
+        if not isinstance(transform, ReadFiles) or transform.format == "parquet":
+            continue
+        if not is_local(transform.path):
+            continue  # only files on the driver's disk are read again
+        try:
+            files = data_files(transform.path, node.label, DRIVER)
+            chosen = [f for f in files if local_path(f) in named] or files
+            if sum(os.path.getsize(local_path(f)) for f in chosen) > EXACT_READ_LIMIT:
+                return None
+            for file in chosen:
+                for _ in read_file(file, transform.format, node.info.schema, node.label):
+                    pass
+        except DataError as exc:
+            return exc
+        except Exception:
+            return None
+    return None
+
+
+_PARSE_MARKS = ("MALFORMED_RECORD", "FAILFAST", "MALFORMED_CSV_RECORD", "CANNOT_PARSE")
+"""Spark's words for a JSON/CSV value that does not match the schema."""
+
+
 _MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'")
 
 
+def _user_objects(node: Node) -> list[Any]:
+    """The user's functions and `CombineFn`s a node runs in Spark's Python workers."""
+    transform = node.transform
+    found = [getattr(transform, "fn", None)]
+    if isinstance(transform, CombinePerKey):
+        found += [agg for _, agg in transform.aggregates if isinstance(agg, CombineFn)]
+    return [obj for obj in found if obj is not None]
+
+
+def _refers_to(obj: Any, module: str) -> bool:
+    """Whether `obj` (a function, a `CombineFn`) lives in `module` (or a module inside it), or
+    a function of it names a global that is that module: what a worker imports to unpickle it."""
+    kind = obj if isinstance(obj, type) else type(obj)
+    homes = [getattr(obj, "__module__", None), kind.__module__]
+    if any(home and (home == module or home.startswith(module + ".")) for home in homes):
+        return True
+    functions = [obj] if inspect.isfunction(obj) else []
+    functions += [f for f in vars(kind).values() if inspect.isfunction(f)]
+    for function in functions:
+        names = set(function.__code__.co_names)
+        for name in names & set(function.__globals__):
+            value = function.__globals__[name]
+            if inspect.ismodule(value) and (
+                value.__name__ == module or value.__name__.startswith(module + ".")
+            ):
+                return True
+    return False
+
+
+def _missing_module_labels(module: str, nodes: Sequence[Node]) -> list[str]:
+    """The transforms whose functions need `module` on the workers (if none is found: every
+    transform with a function that runs there, since one of them does)."""
+    users = [(node.label, _user_objects(node)) for node in nodes]
+    users = [(label, objects) for label, objects in users if objects]
+    named = [label for label, objects in users if any(_refers_to(o, module) for o in objects)]
+    return named or [label for label, _ in users]
+
+
 def _missing_module_advice(module: str, labels: Sequence[str]) -> str:
-    where = f"{', '.join(labels)}: " if labels else ""
+    where = f"{' or '.join(labels)}: " if labels else ""
     if module.split(".")[0] == "sparkbeam":
         return (
             f"{where}Spark's Python workers cannot import {module!r}: the runner ships "
@@ -97,15 +194,52 @@ def _overflow(nodes: Sequence[Node]) -> DataError:
     )
 
 
+_JVM_THROWN = re.compile(r"^: [\w.$]+(?:Exception|Error)\b")
+_PYTHON_ERROR = re.compile(r"^(\w[\w.]*(?:Error|Exception|Exit|Interrupt)): (.*)$", re.M)
+
+
+def spark_line(exc: BaseException) -> str:
+    """The first useful line of a Spark failure: a Python worker's own exception (the last
+    line of its traceback), else the JVM exception a Py4J error carries, else the first line;
+    with Spark's error class, never a JVM stack or package names."""
+    text = str(exc)
+    line = None
+    traceback_at = text.find("Traceback (most recent call last)")
+    if traceback_at >= 0:
+        found = _PYTHON_ERROR.search(text, traceback_at)
+        if found:
+            line = f"{found.group(1)}: {found.group(2)}"
+    if line is None:
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        # Py4J's line with the JVM exception (a plan's lines start with ": " too)
+        thrown = [ln[1:].strip() for ln in lines if _JVM_THROWN.match(ln)]
+        line = thrown[0] if thrown else (lines[0] if lines else type(exc).__name__)
+        failure = re.search(r"most recent failure: .*?\): (.*)", line)
+        if failure:
+            line = failure.group(1)
+        line = re.sub(r"Query \[id = [^\]]*\] terminated with exception: ", "", line)
+        line = re.sub(r"\s*SQLSTATE: \w+", "", line)
+    error_class = None
+    for method in ("getCondition", "getErrorClass"):  # Spark 4, Spark 3
+        if error_class is None and hasattr(exc, method):
+            with contextlib.suppress(Exception):
+                error_class = getattr(exc, method)()
+    if error_class and error_class not in line:
+        line = f"[{error_class}] {line}"
+    return clean_line(line)
+
+
 @contextlib.contextmanager
-def spark_errors(nodes: Sequence[Node] = ()) -> Iterator[None]:
+def spark_errors(nodes: Sequence[Node] = (), target: Node | None = None) -> Iterator[None]:
     """Errors of a Spark job as sparkbeam's: a `DataError` raised in a Python worker, and
     the engine's errors about files, functions and integer overflow, named by the
-    transforms of `nodes` they concern (the `ReadFiles`, the integer `Sum`s)."""
+    transforms of `nodes` they concern (the `ReadFiles`, the integer `Sum`s); any other
+    a `PipelineError` naming `target` (the transform whose rows the job computes; else the
+    pipeline's last), with Spark's error class and its first useful line (`spark_line`)."""
     labels = [node.label for node in nodes if isinstance(node.transform, ReadFiles)]
     try:
         yield
-    except DataError:
+    except SPARKBEAM_ERRORS:
         raise
     except Exception as exc:
         text = str(exc)
@@ -116,14 +250,31 @@ def spark_errors(nodes: Sequence[Node] = ()) -> Iterator[None]:
                 raise DataError(match.group(1).strip()) from exc
         if "ARITHMETIC_OVERFLOW" in text:
             raise _overflow(nodes) from exc
+        for match in _PIPELINE_ERROR.finditer(text):
+            raise PipelineError(match.group(1).strip()) from exc
         missing = _MISSING_MODULE.search(text)
         if missing:
-            raise PipelineError(_missing_module_advice(missing.group(1), labels)) from exc
+            module = missing.group(1)
+            advice = _missing_module_advice(module, _missing_module_labels(module, nodes))
+            raise PipelineError(advice) from exc
+        if any(mark in text for mark in _PARSE_MARKS):
+            exact = _exact_read_error(text, nodes)
+            if exact is not None:
+                raise DataError(str(exact), exact.row) from exc
         for marks, kind, advice in _ENGINE_ERRORS:
             lines = [line.strip() for line in text.splitlines() if any(m in line for m in marks)]
             if lines:
                 where = f"{', '.join(labels)}: " if labels else ""
                 said = _ENGINE_LINE.search(lines[0])
                 detail = said.group(1) if said else lines[0]
-                raise kind(f"{where}{advice}. Spark: {detail[:600]}") from exc
-        raise
+                raise kind(f"{where}{advice}. Spark: {clean_line(detail, 600)}") from exc
+        label = target.label if target is not None else (nodes[-1].label if nodes else "Spark")
+        if "PicklingError" in type(exc).__name__ or "Could not serialize object" in text:
+            raise PipelineError(
+                f"{label}: Spark sends the transform's function to its Python workers "
+                f"pickled (cloudpickle), and it cannot be: {clean_line(first_line(exc))}. "
+                "Keep what the function captures picklable: create locks, connections, "
+                "clients and open files inside it (or once per worker), not around it"
+            ) from exc
+        from_spark = type(exc).__module__.split(".")[0] in ("pyspark", "py4j")
+        raise unexpected(label, exc, spark_line(exc) if from_spark else None) from exc

@@ -22,7 +22,7 @@ from sparkbeam.graph import Node
 from sparkbeam.paths import Paths, join
 from sparkbeam.runners.shared.files import read_file
 from sparkbeam.runners.spark.arrow import spark_schema
-from sparkbeam.runners.spark.judges import FAR_FUTURE, FAR_FUTURE_INT
+from sparkbeam.runners.spark.judges import FAR_FUTURE_INT, FAR_FUTURE_MICROS
 from sparkbeam.schema import Columns, Schema, rows_to_columns
 from sparkbeam.transforms.connectors import ReadFromSpark
 from sparkbeam.transforms.files import ReadFiles, data_files
@@ -217,11 +217,7 @@ def put_sentinel(source: Channel, column: str, kind: type, time: int | None = No
         name: [_PLACEHOLDERS.get(source.schema.type_of(name))] for name in source.schema.names
     }
     if time is None:
-        time = (
-            FAR_FUTURE_INT
-            if kind is int
-            else (FAR_FUTURE - _dt.datetime(1970, 1, 1)) // _dt.timedelta(microseconds=1)
-        )
+        time = FAR_FUTURE_INT if kind is int else FAR_FUTURE_MICROS
     columns[column] = [time]
     columns[SENTINEL] = [True]
     source.put(columns)

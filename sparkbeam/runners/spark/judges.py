@@ -31,6 +31,7 @@ from sparkbeam.runners.spark.translate import (
     _long,
     units,
 )
+from sparkbeam.time import MAX_MICROS, MIN_MICROS
 
 
 @attrs.frozen
@@ -85,15 +86,39 @@ JUDGE = "__sparkbeam_judge"
 
 SHIFT_MICROS = (_dt.datetime(1970, 1, 1) - _dt.datetime(1, 1, 1)) // _dt.timedelta(microseconds=1)
 """Spark's watermark starts at 0 (1970) and never goes below it, so times before 1970 would
-all look late: Spark sees every event time moved forward by this much (year 1 becomes 1970).
-Event times after the year 8029 are out of Spark's range once shifted."""
+all look late: Spark sees every event time moved forward by this much (year 1 becomes 1970,
+9999 becomes 11968). Spark's timestamps are 64-bit microseconds (to about year 294,000), so
+every shifted time of the calendar is one; Spark writes those past 9999 with a sign
+(`+10968-01-01T...`, read by `queries.spark_time_ms`)."""
 
 
-FAR_FUTURE = _dt.datetime(8000, 1, 1)
+SPARK_LAST_MICROS = 9_000_000_000_000_000_000
+"""The latest Spark time the runner uses (about year 287,000, below Spark's 64-bit limit
+with room for the arithmetic on it)."""
 
 
-FAR_FUTURE_INT = 100_000_000_000_000
-"""The sentinels' times: beyond any real row, still a Spark timestamp once shifted."""
+FAR_FUTURE_MICROS = SPARK_LAST_MICROS - SHIFT_MICROS
+"""The end-of-input sentinel's time on a datetime column (microseconds since 1970): far
+beyond year 9999, so its watermark closes every window the calendar holds."""
+
+
+FAR_FUTURE_INT = SPARK_LAST_MICROS // 1000 - SHIFT_MICROS // 1000
+"""The sentinel's time on an integer column (read as milliseconds inside Spark)."""
+
+
+INT_TIME_RANGE = (-(SHIFT_MICROS // 1000), FAR_FUTURE_INT // 2)
+"""The integer event times the Spark runner holds: from where Spark's time (the value plus
+the shift, in milliseconds) is 0, to half the sentinel's (room for sizes and delays), about
+4.5e15: microseconds since 1970 up to the year 2111, milliseconds far beyond."""
+
+
+CALENDAR_SPAN_MICROS = MAX_MICROS - MIN_MICROS
+
+
+MAX_DELAY_MS = (FAR_FUTURE_MICROS - MAX_MICROS - CALENDAR_SPAN_MICROS) // 1000
+"""The longest `WithWatermark` delay (ms) the Spark runner takes on a datetime column: the
+sentinel's watermark then still passes every window of the calendar (a window reaches at
+most a calendar's span beyond its rows), about 267,000 years."""
 
 
 def as_spark_time(value: Column, kind: type) -> Column:

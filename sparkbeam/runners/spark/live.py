@@ -13,13 +13,14 @@ from sparkbeam.arrow import from_arrow
 from sparkbeam.graph import Node
 from sparkbeam.runners.spark.arrow import spark_schema
 from sparkbeam.runners.spark.paths import paths_of
+from sparkbeam.runners.spark.python_functions import PIPELINE_ERROR_MARK
 from sparkbeam.runners.spark.translate import (
     connector_frame,
     file_options,
     files_schema,
 )
 from sparkbeam.schema import columns_to_rows
-from sparkbeam.transforms.connectors import ForEachBatch
+from sparkbeam.transforms.connectors import ForEachBatch, call_batch
 from sparkbeam.transforms.files import ReadFiles, WriteFiles, data_files
 
 if TYPE_CHECKING:
@@ -69,7 +70,7 @@ def callback_sink(node: Node) -> Sink:
     def call(batch: DataFrame, batch_id: int) -> None:
         rows = columns_to_rows(from_arrow(batch.toArrow(), schema), schema)
         if rows:
-            fn(rows, batch_id)
+            call_batch(fn, rows, batch_id, node.label, PIPELINE_ERROR_MARK)
 
     return lambda frame: frame.writeStream.foreachBatch(call)
 

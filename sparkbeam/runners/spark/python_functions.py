@@ -9,19 +9,38 @@ pays, spread over Spark's executors.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
 
 from sparkbeam.arrow import batch_of, from_arrow
-from sparkbeam.errors import DataError, described
+from sparkbeam.errors import DataError, PipelineError, described, unexpected
 from sparkbeam.runners.shared.accumulators import accumulators_for
 from sparkbeam.schema import Columns, Row, Schema, columns_to_rows, rows_to_columns
 from sparkbeam.transforms.elementwise import broken_keeps
 from sparkbeam.transforms.flat import flat_rows
 
 DATA_ERROR_MARK = "sparkbeam.DataError: "
+
+
+PIPELINE_ERROR_MARK = "sparkbeam.PipelineError: "
+
+
+@contextlib.contextmanager
+def guarded(label: str) -> Iterator[None]:
+    """In a Python worker: an exception that is not a `DataError` (sparkbeam's own code
+    failing, not the user's function, whose errors `_call` makes `DataError`s) marked as a
+    `PipelineError` naming the transform, for the driver to find (`engine_errors`)."""
+    try:
+        yield
+    except DataError as exc:
+        if str(exc).startswith(DATA_ERROR_MARK):
+            raise
+        raise DataError(f"{DATA_ERROR_MARK}{exc}", exc.row) from exc
+    except Exception as exc:
+        raise PipelineError(f"{PIPELINE_ERROR_MARK}{unexpected(label, exc)}") from exc
 
 
 def _call(fn: Callable[[Row], Any], row: Row, label: str) -> Any:
@@ -61,14 +80,16 @@ def map_batches(
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            before = from_arrow(batch, in_schema)
-            rows = [_call(fn, row, label) for row in columns_to_rows(before, in_schema)]
-            try:
-                columns = rows_to_columns(rows, out_schema, f"{label} output")
-            except DataError as exc:
-                raise DataError(f"{DATA_ERROR_MARK}{exc}") from None
-            _check_keeps(label, keeps, before, columns, (in_schema, out_schema))
-            yield batch_of(columns, out_schema, label)
+            with guarded(label):
+                before = from_arrow(batch, in_schema)
+                rows = [_call(fn, row, label) for row in columns_to_rows(before, in_schema)]
+                try:
+                    columns = rows_to_columns(rows, out_schema, f"{label} output")
+                except DataError as exc:
+                    raise DataError(f"{DATA_ERROR_MARK}{exc}") from None
+                _check_keeps(label, keeps, before, columns, (in_schema, out_schema))
+                out = batch_of(columns, out_schema, label)
+            yield out
 
     return run
 
@@ -82,19 +103,21 @@ def flat_map_batches(
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            before = from_arrow(batch, in_schema)
-            rows: list[Row] = []
-            sources: list[int] = []
-            try:
-                for i, row in enumerate(columns_to_rows(before, in_schema)):
-                    out = flat_rows(fn, row, label)
-                    rows += out
-                    sources += [i] * len(out)
-                columns = rows_to_columns(rows, out_schema, f"{label} output")
-            except DataError as exc:
-                raise DataError(f"{DATA_ERROR_MARK}{exc}") from None
-            _check_keeps(label, keeps, before, columns, (in_schema, out_schema), sources)
-            yield batch_of(columns, out_schema, label)
+            with guarded(label):
+                before = from_arrow(batch, in_schema)
+                rows: list[Row] = []
+                sources: list[int] = []
+                try:
+                    for i, row in enumerate(columns_to_rows(before, in_schema)):
+                        out = flat_rows(fn, row, label)
+                        rows += out
+                        sources += [i] * len(out)
+                    columns = rows_to_columns(rows, out_schema, f"{label} output")
+                except DataError as exc:
+                    raise DataError(f"{DATA_ERROR_MARK}{exc}") from None
+                _check_keeps(label, keeps, before, columns, (in_schema, out_schema), sources)
+                made = batch_of(columns, out_schema, label)
+            yield made
 
     return run
 
@@ -104,8 +127,10 @@ def filter_batches(
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            keep = [bool(_call(predicate, row, label)) for row in _rows(batch, schema)]
-            yield batch.filter(pa.array(keep, type=pa.bool_()))
+            with guarded(label):
+                keep = [bool(_call(predicate, row, label)) for row in _rows(batch, schema)]
+                kept = batch.filter(pa.array(keep, type=pa.bool_()))
+            yield kept
 
     return run
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import re
 import threading
 import uuid
 from collections.abc import Sequence
@@ -200,9 +201,30 @@ class Stage:
         progress = self.query.lastProgress or {}
         text = (progress.get("eventTime") or {}).get("watermark")
         if text:
-            moment = _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-            epoch = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
-            self.watermark_ms = (moment - epoch) // _dt.timedelta(milliseconds=1)
+            self.watermark_ms = spark_time_ms(text)
+
+
+_SPARK_TIME = re.compile(r"^([+-]?\d{4,})-(\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)(Z|[+-]\d\d:\d\d)?$")
+_DAYS_PER_400_YEARS = 146_097
+
+
+def spark_time_ms(text: str) -> int:
+    """Milliseconds since 1970 of a time Spark reports in a query's progress
+    (`2026-04-01T10:00:00.000Z`). The runner's shift (`judges.SHIFT_MICROS`) puts times of
+    the years after 8030 past 9999 inside Spark, which writes them as `+10968-01-01...`:
+    read through Python's calendar by moving them back by whole 400-year cycles (the
+    Gregorian calendar repeats every 146,097 days)."""
+    match = _SPARK_TIME.match(text.strip())
+    if match is None:
+        raise ValueError(f"cannot read Spark's time {text!r}")
+    year, rest, zone = int(match.group(1)), match.group(2), match.group(3) or "+00:00"
+    cycles = (year - 2000) // 400
+    moment = _dt.datetime.fromisoformat(
+        f"{year - 400 * cycles:04d}-{rest}{'+00:00' if zone == 'Z' else zone}"
+    )
+    epoch = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
+    shifted = moment - epoch + _dt.timedelta(days=_DAYS_PER_400_YEARS * cycles)
+    return shifted // _dt.timedelta(milliseconds=1)
 
 
 class StreamingRun:

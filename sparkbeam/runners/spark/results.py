@@ -44,7 +44,7 @@ class SparkResult(ResultViews):
     def collect(self, pcoll: PCollection) -> list[Row]:
         """Every row of `pcoll`, as the same Python values the direct runner gives."""
         schema = pcoll.schema
-        with spark_errors(self.pipeline.nodes):
+        with spark_errors(self.pipeline.nodes, pcoll.node):
             table = self.to_dataframe(pcoll).toArrow()
         return columns_to_rows(from_arrow(table, schema), schema)
 
@@ -77,7 +77,7 @@ class SparkResult(ResultViews):
     def invalid_count(self, pcoll: PCollection) -> int:
         """Rows dropped by that `WithWatermark` because their event time was `None`."""
         node = self._watermark_node(pcoll)
-        with spark_errors(self.pipeline.nodes):
+        with spark_errors(self.pipeline.nodes, node):
             return int(self.translation.invalid[node.id].count())
 
     def metrics(self) -> PipelineMetrics:

@@ -38,7 +38,7 @@ from sparkbeam.runners.spark.streaming import StreamingTranslation
 from sparkbeam.runners.spark.streaming_results import SparkStreamingResult
 from sparkbeam.runners.spark.translate import Translation, file_options
 from sparkbeam.schema import columns_to_rows
-from sparkbeam.transforms.connectors import ForEachBatch
+from sparkbeam.transforms.connectors import ForEachBatch, call_batch
 from sparkbeam.transforms.files import WriteFiles
 
 if TYPE_CHECKING:
@@ -139,6 +139,14 @@ class SparkRunner:
         return self._spark
 
     def run(self, pipeline: Pipeline) -> SparkResult | SparkStreamingResult:
+        """Run `pipeline`; every exception is sparkbeam's (SPEC section 6): Spark's and any
+        other become `DataError`s or `PipelineError`s naming a transform
+        (`engine_errors.spark_errors`: the one being translated or computed, else the
+        pipeline's last), the original their cause."""
+        with spark_errors(pipeline.nodes):
+            return self._run(pipeline)
+
+    def _run(self, pipeline: Pipeline) -> SparkResult | SparkStreamingResult:
         refuse_overlapping_writes(pipeline.nodes)
         if self.ship_package:
             ship_package(self.spark)
@@ -164,16 +172,16 @@ class SparkRunner:
             transform = node.transform
             if isinstance(transform, ForEachBatch):
                 schema = node.info.schema
-                with spark_errors(pipeline.nodes):
+                with spark_errors(pipeline.nodes, node):
                     table = frame.toArrow()
                 rows = columns_to_rows(from_arrow(table, schema), schema)
                 if rows:
-                    transform.fn(rows, 0)
+                    call_batch(transform.fn, rows, 0, node.label)
                 continue
             assert isinstance(transform, WriteFiles)
             writer = frame.write.mode("overwrite" if transform.mode == "overwrite" else "error")
             writer = writer.format(transform.format)
             writer = writer.options(**file_options(transform.format, write=True))
-            with spark_errors(pipeline.nodes):
+            with spark_errors(pipeline.nodes, node):
                 writer.save(transform.path)
         return SparkResult(pipeline, translation)

@@ -25,7 +25,9 @@ from sparkbeam.runners.spark import limits
 from sparkbeam.runners.spark.arrow import spark_schema
 from sparkbeam.runners.spark.epochs import SENTINEL, Channel, EpochFeed, is_replayed, source_epochs
 from sparkbeam.runners.spark.judges import (
+    INT_TIME_RANGE,
     JUDGE,
+    MAX_DELAY_MS,
     Judge,
     as_spark_time,
     derive_judges,
@@ -46,6 +48,7 @@ from sparkbeam.runners.spark.merges import judged_sides, may_idle, require_separ
 from sparkbeam.runners.spark.observed import LATEST, observed
 from sparkbeam.runners.spark.paths import paths_of
 from sparkbeam.runners.spark.python_combine import combine_stream
+from sparkbeam.runners.spark.python_functions import DATA_ERROR_MARK
 from sparkbeam.runners.spark.session_groups import session_groups
 from sparkbeam.runners.spark.session_windows import session_stream
 from sparkbeam.runners.spark.sort import sort_stream
@@ -54,6 +57,8 @@ from sparkbeam.runners.spark.translate import (
     Translation,
     _aggregate,
     join_output,
+    session_in_calendar,
+    translating,
     units,
 )
 from sparkbeam.schema import Schema
@@ -242,7 +247,7 @@ class StreamingTranslation(Translation):
             inputs = [self.frames[i] for i in node.inputs if i in self.frames]
             origins = frozenset().union(*(self.origins.get(i, frozenset()) for i in node.inputs))
             self.origins[node.id] = origins | ({node.id} if node.rule.own else frozenset())
-            with recording_state() as state:
+            with recording_state() as state, translating(node):
                 made = translate(self, node, inputs)
             if state.used:
                 self.keyed_state.add(node.id)
@@ -393,13 +398,19 @@ def _declare_watermark(
     column, kind = transform.column, schema.type_of(transform.column)
     delay = transform.delay_units(schema, node.label)
     delay_ms = delay // 1000 if kind is _dt.datetime else delay
-    if delay_ms > SPARK_MAX_DELAY_MS:
+    limit = MAX_DELAY_MS if kind is _dt.datetime else SPARK_MAX_DELAY_MS
+    if delay_ms > limit:
         unit = "milliseconds" if kind is _dt.datetime else "units"
+        why = (
+            "about 265,000 years: beyond it the end of input could not close the windows of "
+            "year 9999 inside Spark, whose timestamps are 64-bit microseconds"
+            if kind is _dt.datetime
+            else "about 292,000 years: its interval in microseconds is a 64-bit integer"
+        )
         raise PipelineError(
             f"{node.label}: delay {transform.delay!r} is {delay_ms} {unit}; Spark's watermark "
-            f"delay is at most {SPARK_MAX_DELAY_MS} milliseconds (about 292,000 years: its "
-            "interval in microseconds is a 64-bit integer), so the Spark runner cannot run "
-            "it; use a delay within that range"
+            f"delay is at most {limit} milliseconds on the Spark runner ({why}), so it cannot "
+            "run it; use a delay within that range"
         )
     sentinel = run.frame(f"sentinel-{node.id}")
     events = frame.withColumn(SENTINEL, F.lit(False))
@@ -417,13 +428,35 @@ def _declare_watermark(
     spark_time = "__sparkbeam_event_time"
     marked = (
         events.filter(time.isNotNull())
-        .withColumn(spark_time, as_spark_time(time, kind))
+        .withColumn(spark_time, _held_time(time, kind, node.label, schema))
         .withWatermark(spark_time, f"{delay_ms} milliseconds")
     )
     # One conjunct that names the event time, so the optimizer cannot push it below
     # the watermark (the sentinel must reach the watermark's statistics).
     not_sentinel = ~F.col(SENTINEL) | F.col(spark_time).isNull()
     return marked.filter(not_sentinel).drop(SENTINEL, spark_time)
+
+
+def _held_time(time: Column, kind: type, label: str, schema: Schema) -> Column:
+    """The event time as Spark holds it (`as_spark_time`); on an integer column, a row whose
+    time Spark cannot hold (`INT_TIME_RANGE`) fails the query with a `DataError` naming the
+    transform and the row (datetimes: the calendar's every value fits)."""
+    held = as_spark_time(time, kind)
+    if kind is _dt.datetime:
+        return held
+    low, high = INT_TIME_RANGE
+    row = F.to_json(F.struct(*[F.col(name) for name in schema.names]))
+    message = F.concat(
+        F.lit(
+            f"{DATA_ERROR_MARK}{label}: the Spark runner holds integer event times from {low} "
+            f"to {high} (Spark keeps them as milliseconds moved by {-low}, in 64-bit "
+            "microseconds, and ends the input beyond them), the direct runner any 64-bit "
+            "integer; filter such rows out or use a smaller unit. The row: "
+        ),
+        row,
+    )
+    outside = ~F.col(SENTINEL) & ((time < F.lit(low)) | (time > F.lit(high)))
+    return F.when(outside, F.raise_error(message)).otherwise(held)
 
 
 def restamp(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
@@ -475,8 +508,11 @@ def session_then_combine(run: StreamingTranslation, session: Node, node: Node) -
     assert isinstance(transform, CombinePerKey) and isinstance(windows, Session)
     schema = run.nodes[session.inputs[0]].info.schema
     judge = run.exact_judge(session, windows.column)
-    frame = stateful(run.frames[session.inputs[0]], [judge(F.col(windows.column))])
     gap = windows.gap_units(schema, session.label)
+    checked = session_in_calendar(
+        run.frames[session.inputs[0]], windows.column, gap, session.label, schema
+    )
+    frame = stateful(checked, [judge(F.col(windows.column))])
     return session_groups(
         frame,
         schema,
@@ -619,7 +655,8 @@ def session(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -
     schema = run.nodes[node.inputs[0]].info.schema
     judge = run.exact_judge(node, transform.column)
     gap = transform.gap_units(schema, node.label)
-    frame = stateful(inputs[0], [judge(F.col(transform.column))])
+    checked = session_in_calendar(inputs[0], transform.column, gap, node.label, schema)
+    frame = stateful(checked, [judge(F.col(transform.column))])
     return session_stream(frame, schema, transform.column, gap, transform.keys, judge, node.label)
 
 

@@ -124,7 +124,7 @@ class SparkStreamingResult(ResultViews):
             fresh = not run.resumed
             if isinstance(transform, WriteFiles) and transform.mode == "overwrite" and fresh:
                 run.paths.delete(transform.path)
-            with spark_errors(self.pipeline.nodes):
+            with spark_errors(self.pipeline.nodes, node):
                 run.execute()
             self.sinks[node.id] = run
 
@@ -164,13 +164,13 @@ class SparkStreamingResult(ResultViews):
             return done
         for attempt in range(2):
             run = StreamingRun(self.spark, self.pipeline.nodes, node, staging=self.staging)
-            run.translate()
             try:
-                with spark_errors(self.pipeline.nodes):
+                with spark_errors(self.pipeline.nodes, node):
+                    run.translate()
                     run.execute()
                 break
             except Exception as exc:
-                if attempt or WORKER_NOT_BACK not in str(exc):
+                if attempt or WORKER_NOT_BACK not in f"{exc} {exc.__cause__}":
                     raise
         self.runs[node.id] = run
         return run

@@ -21,11 +21,12 @@ and the rows are those the direct runner gives.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime as _dt
 import functools
 import io
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -36,6 +37,7 @@ from sparkbeam.graph import Node
 from sparkbeam.paths import Paths
 from sparkbeam.runners.spark import limits
 from sparkbeam.runners.spark.arrow import require_spark_types, spark_schema
+from sparkbeam.runners.spark.engine_errors import spark_errors
 from sparkbeam.runners.spark.expressions import Compiler
 from sparkbeam.runners.spark.paths import paths_of
 from sparkbeam.runners.spark.python_functions import (
@@ -114,7 +116,17 @@ class Translation:
                 raise limits.NO_TRANSLATION.error(node.label, kind=kind, input="bounded")
             require_spark_types(node.info.schema, node.label)
             inputs = [self.frames[i] for i in node.inputs]
-            self.frames[node.id] = translate(self, node, inputs)
+            with translating(node):
+                self.frames[node.id] = translate(self, node, inputs)
+
+
+@contextlib.contextmanager
+def translating(node: Node) -> Iterator[None]:
+    """Translating `node`: an exception that is not sparkbeam's (a file's footer pyarrow
+    cannot read, a function Spark cannot pickle, Spark's analysis) as a `PipelineError`
+    naming it (`engine_errors.spark_errors`, with `node` as the target)."""
+    with spark_errors((node,), node):
+        yield
 
 
 def _long(value: int) -> Column:
@@ -221,6 +233,23 @@ def _in_calendar(start: Column, size: Column, kind: type, label: str, schema: Sc
     return F.when(outside, F.raise_error(message)).otherwise(start)
 
 
+def session_in_calendar(
+    frame: DataFrame, column: str, gap: int, label: str, schema: Schema
+) -> DataFrame:
+    """`frame`, failing the job with a `DataError` naming the row when a session ending at
+    its time plus `gap` would end after year 9999 (a session's end is its last row's time plus
+    the gap; its start is a row's time; datetime columns only; as the direct runner)."""
+    if schema.type_of(column) is not _dt.datetime:
+        return frame
+    t = F.unix_micros(F.col(column))
+    row = F.to_json(F.struct(*[F.col(name) for name in schema.names]))
+    message = F.concat(F.lit(f"{DATA_ERROR_MARK}{label}: {OUTSIDE_CALENDAR}. The row: "), row)
+    outside = t > F.lit(MAX_MICROS) - _long(gap)
+    return frame.withColumn(
+        column, F.when(outside, F.raise_error(message)).otherwise(F.col(column))
+    )
+
+
 @translates(WriteFiles)
 @translates(ForEachBatch)
 def sink(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
@@ -302,9 +331,7 @@ def flat_map_rows(translation: Translation, node: Node, inputs: Sequence[DataFra
     transform = node.transform
     assert isinstance(transform, FlatMap)
     in_schema, out_schema = _input_schema(translation, node), node.info.schema
-    function = flat_map_batches(
-        transform.fn, in_schema, out_schema, node.label, transform.keeps
-    )
+    function = flat_map_batches(transform.fn, in_schema, out_schema, node.label, transform.keeps)
     return inputs[0].mapInArrow(function, spark_schema(out_schema, node.label))
 
 
@@ -452,14 +479,16 @@ def session(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -
     assert isinstance(transform, Session)
     schema = _input_schema(translation, node)
     kind = schema.type_of(transform.column)
-    gap = _long(transform.gap_units(schema, node.label))
+    gap_units = transform.gap_units(schema, node.label)
+    gap = _long(gap_units)
     t = units(F.col(transform.column), kind)
     keys = list(transform.keys)
     ordered = Window.partitionBy(*keys).orderBy(t)
     starts = F.when(
         F.lag(t).over(ordered).isNull() | (t - F.lag(t).over(ordered) > gap), 1
     ).otherwise(0)
-    numbered = _require_time(inputs[0], transform.column, node.label, schema).select(
+    frame = _require_time(inputs[0], transform.column, node.label, schema)
+    numbered = session_in_calendar(frame, transform.column, gap_units, node.label, schema).select(
         "*",
         F.sum(starts)
         .over(ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow))
