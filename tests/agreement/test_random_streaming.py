@@ -288,8 +288,6 @@ class Chain:
     the oldest open session: Spark keys no state on them (refused), except a CombinePerKey
     right after the Session."""
     after_session: bool = False
-    sessions: bool = False
-    """Whether a Session is upstream."""
 
 
 class Draft:
@@ -457,9 +455,7 @@ class Draft:
         others = [c for c in self.columns(chain) if c != column]
         keys = self.draw(st.lists(st.sampled_from(others), max_size=1)) if others else []
         out = self.step(chain, f".session({column!r}, {gap!r}, keys={keys!r})")
-        return attrs.evolve(
-            out, held=frozenset({"window_start"}), after_session=True, sessions=True
-        )
+        return attrs.evolve(out, held=frozenset({"window_start"}), after_session=True)
 
     def combine_per_key(self, chain: Chain) -> Chain:
         names = self.columns(chain)
@@ -524,10 +520,6 @@ class Draft:
 
     def can_join(self, chain: Chain) -> bool:
         if chain.nested or chain.joined:
-            return False
-        # known bug: a window Join after a Session after a Union of two WithWatermarks emits no
-        # row on Spark streaming; re-enable by deleting this condition
-        if chain.sessions and chain.merged:
             return False
         interval = self.time_marks(chain) and set(self.columns(chain)) - set(self.marked(chain))
         return bool(self.exact_marks(chain) or interval)
