@@ -589,8 +589,8 @@ class Draft:
         window = self.pick(["none", "tumble", "hop"])
         if window != "none":  # the same windows on both sides
             spec = self.window_spec(self.kind(a, "t"), window == "hop")
-            # known bug: after a Union of windows of different sizes Spark streaming closes groups
-            # on window_end late; re-enable by drawing b's spec apart from a's
+            # alike on both: keyed downstream, windows of different sizes are refused on Spark
+            # streaming (limits.MERGED_DERIVED_APART, docs/decisions.md)
             a = self.step(a, f".{window}('t', {spec})")
             b = self.step(b, f".{window}('t', {spec})")
         var = self.fresh("u")

@@ -224,8 +224,9 @@ class StreamingTranslation(Translation):
             if node.id not in self.staged:  # an earlier stage counts a staged node
                 frame = observed(node, frame)
             self.frames[node.id] = frame
+            meets = len(node.inputs) > 1 and len(self.origins[node.id]) > 1
             self.judges[node.id] = derive_judges(
-                node, [self.judges.get(i, {}) for i in node.inputs]
+                node, [self.judges.get(i, {}) for i in node.inputs], meets
             )
         if self.keyed_state:
             self.settings[STATE_STORE[0]] = STATE_STORE[1]
@@ -247,10 +248,13 @@ class StreamingTranslation(Translation):
 
     def exact_judge(self, node: Node, column: str, port: int = 0) -> Judge:
         """The judge of input `port`'s `column`, which `node` keys state or late rows on;
-        refused where the model's watermark there depends on rows another operator holds."""
+        refused where the model's watermark there depends on rows another operator holds, or
+        on which of several `WithWatermark`s holds it back (`judges.merged`)."""
         judge = self.input_judges(node, port)[column]
         if judge.held:
             raise limits.HELD_WINDOW_START.error(node.label, column=column)
+        if judge.apart is not None:
+            raise limits.MERGED_DERIVED_APART.error(node.label, column=column, merge=judge.apart)
         return judge
 
     def channel(self, name: str) -> Channel:
