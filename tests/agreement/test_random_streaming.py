@@ -282,8 +282,6 @@ class Chain:
     the oldest open session: Spark keys no state on them (refused), except a CombinePerKey
     right after the Session."""
     after_session: bool = False
-    sessions: bool = False
-    """Whether a Session is upstream."""
 
 
 class Draft:
@@ -451,9 +449,7 @@ class Draft:
         others = [c for c in self.columns(chain) if c != column]
         keys = self.draw(st.lists(st.sampled_from(others), max_size=1)) if others else []
         out = self.step(chain, f".session({column!r}, {gap!r}, keys={keys!r})")
-        return attrs.evolve(
-            out, held=frozenset({"window_start"}), after_session=True, sessions=True
-        )
+        return attrs.evolve(out, held=frozenset({"window_start"}), after_session=True)
 
     def combine_per_key(self, chain: Chain) -> Chain:
         names = self.columns(chain)
@@ -518,10 +514,6 @@ class Draft:
 
     def can_join(self, chain: Chain) -> bool:
         if chain.nested or chain.joined:
-            return False
-        # known bug: a window Join after a Session after a Union of two WithWatermarks emits no
-        # row on Spark streaming; re-enable by deleting this condition
-        if chain.sessions and chain.merged:
             return False
         interval = self.time_marks(chain) and set(self.columns(chain)) - set(self.marked(chain))
         return bool(self.exact_marks(chain) or interval)
@@ -591,8 +583,8 @@ class Draft:
         window = self.pick(["none", "tumble", "hop"])
         if window != "none":  # the same windows on both sides
             spec = self.window_spec(self.kind(a, "t"), window == "hop")
-            # known bug: after a Union of windows of different sizes Spark streaming closes groups
-            # on window_end late; re-enable by drawing b's spec apart from a's
+            # alike on both: keyed downstream, windows of different sizes are refused on Spark
+            # streaming (limits.MERGED_DERIVED_APART, docs/decisions.md)
             a = self.step(a, f".{window}('t', {spec})")
             b = self.step(b, f".{window}('t', {spec})")
         var = self.fresh("u")

@@ -272,6 +272,12 @@ def join_key_derived_apart(p: sb.Pipeline, mode: Mode) -> list[sb.PCollection]:
     return [left.join(right, on="window_start")]
 
 
+def merged_derived_apart(p: sb.Pipeline, mode: Mode) -> list[sb.PCollection]:
+    a, b = two_watermarked(p, mode)
+    windows = a.tumble("t", 10).union(b.tumble("t", 5))
+    return [windows.combine_per_key(["window_end"], n=sb.Count())]
+
+
 def chained(p: sb.Pipeline, mode: Mode) -> list[sb.PCollection]:
     a = watermarked(p, mode)
     return [a.union(a.with_watermark("t", 5))]
@@ -423,6 +429,15 @@ FEATURES: tuple[Feature, ...] = (
         _outcomes(
             streaming=Refused(S.JOIN_KEY_DERIVED_APART),
             live=Refused(S.JOIN_KEY_DERIVED_APART),
+        ),
+    ),
+    Feature(
+        "`CombinePerKey` on `window_end` after a `Union` of windows of different sizes over two "
+        "`WithWatermark`s",
+        merged_derived_apart,
+        _outcomes(
+            streaming=Refused(S.MERGED_DERIVED_APART),
+            live=Refused(S.MERGED_DERIVED_APART),
         ),
     ),
     Feature(

@@ -846,3 +846,32 @@ def test_outer_interval_join_of_two_watermarks_on_spark_streaming_is_late_not_di
     # y at 2 waits for b's watermark (22 > 2 + 5) in the model: epoch 1, not the flush
     assert epoch_of(direct)[("y", 2, None)] == 1
     assert epoch_of(spark)[("y", 2, None)] > 1
+
+
+@pytest.mark.spark
+def test_spark_streaming_self_joins_a_session_of_a_union_of_two_watermarks(
+    spark_runner: Any,
+) -> None:
+    # The two sides read the same Session of a Union of two `WithWatermark`s. Spark reused the
+    # first side's shuffle for the second, which hid the restamped watermarks from its
+    # watermark propagation: no session closed and the join emitted nothing.
+    def pipeline(runner: Any) -> list[list[tuple[int, int, int]]]:
+        with sb.Pipeline(runner=runner) as p:
+            a = (p | "a" >> stream([{"k": 1, "t": 1}], [{"k": 1, "t": 30}])).with_watermark("t", 0)
+            b = (p | "b" >> stream([{"k": 2, "t": 2}], [{"k": 2, "t": 40}])).with_watermark("t", 0)
+            sessions = a.union(b).session("t", 5)
+            joined = sessions.join(sessions.filter(lambda row: True), on=["window_end"])
+        return [
+            sorted((r["window_end"], r["k"], r["k_right"]) for r in rows)
+            for rows in p.result.collect_by_epoch(joined)
+        ]
+
+    direct = pipeline(sb.DirectRunner())
+    # Session [1, 7) holds both first rows and closes when the watermark reaches min(30, 40);
+    # the others close at the end of input. Each pairs with every row of its session.
+    assert direct == [
+        [],
+        [(7, 1, 1), (7, 1, 2), (7, 2, 1), (7, 2, 2)],
+        [(35, 1, 1), (45, 2, 2)],
+    ]
+    assert pipeline(spark_runner) == direct

@@ -220,3 +220,32 @@ def test_union_emits_the_minimum_and_keeps_invariant_w(
         assert out == []
     every_input_value = {m for ms in per_input for m in ms if m is not None}
     assert set(out) <= every_input_value
+
+
+@pytest.mark.spark
+def test_spark_streaming_refuses_windows_of_different_sizes_keyed_after_a_union(
+    spark_runner: Any,
+) -> None:
+    # The model's watermark on window_end is min(floor(wm_a, 10) + 10, floor(wm_b, 4) + 4);
+    # Spark's one watermark is min(wm_a, wm_b), which cannot tell which input holds it back.
+    def pipeline(runner: Any) -> tuple[sb.Pipeline, sb.PCollection]:
+        p = sb.Pipeline(runner=runner)
+        a = (p | "a" >> stream([{"t": 5}], [{"t": 100}], [])).with_watermark("t", 0)
+        b = (p | "b" >> stream([{"t": 9}], [], [{"t": 100}])).with_watermark("t", 0)
+        windows = a.tumble("t", 10).union(b.tumble("t", 4))
+        return p, windows.combine_per_key(["window_end"], n=sb.Count())
+
+    p, counts = pipeline(sb.DirectRunner())
+    p.run()
+    by_epoch = [
+        sorted((r["window_end"], r["n"]) for r in rows)
+        for rows in p.result.collect_by_epoch(counts)
+    ]
+    # After epoch 1, wm_a = 100 and wm_b = 9: the watermark of window_end is min(110, 12), so
+    # window_end 10 closes; Spark's watermark, min(100, 9) = 9, would keep it open until b moves.
+    assert by_epoch == [[], [(10, 1)], [(12, 1)], [(104, 1), (110, 1)]]
+    p, counts = pipeline(spark_runner)
+    with pytest.raises(
+        sb.PipelineError, match=r"'window_end' is, from Union.* derived differently"
+    ):
+        p.run()

@@ -50,6 +50,11 @@ class Judge:
     held: bool = False
     """The model caps this column's watermark by rows an operator holds (`Derived.held`):
     the judge closes no earlier than the model's watermark, but may close later."""
+    apart: str | None = None
+    """The label of a `Union` or `Join` where watermarks of several `WithWatermark`s meet with
+    this column derived differently on its inputs: the model's watermark there is the minimum
+    of the derived watermarks, which Spark's one watermark (the minimum before derivation)
+    cannot give; the judge may close later (`merged`)."""
 
     def __call__(self, value: Column) -> Column:
         return as_spark_time(_plus(value, self.kind, self.offset), self.kind)
@@ -57,7 +62,7 @@ class Judge:
     def moved(self, amount: int, step: Step) -> Judge:
         """The judge of `v` that this judge gives to `v + amount`; its watermark is this one's
         through `step`."""
-        return Judge(self.kind, self.offset + amount, (*self.steps, step), self.held)
+        return Judge(self.kind, self.offset + amount, (*self.steps, step), self.held, self.apart)
 
     def through(self, derived: Derived) -> Judge:
         """The judge of the column `derived` makes from this one's.
@@ -159,12 +164,16 @@ def with_watermark_metadata(frame: DataFrame, column: str, delay_ms: int = 0) ->
     return frame.withMetadata(column, {WATERMARK_DELAY_KEY: delay_ms})
 
 
-def derive_judges(node: Node, inputs: Sequence[Mapping[str, Judge]]) -> dict[str, Judge]:
+def derive_judges(
+    node: Node, inputs: Sequence[Mapping[str, Judge]], meets: bool = False
+) -> dict[str, Judge]:
     """The judges of a node's output from its inputs' judges: its watermark rule (`Node.rule`),
     compiled.
 
     Where inputs meet, a column's judge is the latest of theirs (the judge of
     the minimum of their watermarks: it closes when the last of them does).
+    Where watermarks of several `WithWatermark`s meet (`meets`), that is
+    exact only for a column derived alike on every input (`merged`).
     """
     out: dict[str, Judge] = {}
     for derived in node.rule.derived:
@@ -172,12 +181,28 @@ def derive_judges(node: Node, inputs: Sequence[Mapping[str, Judge]]) -> dict[str
             continue
         bases = [judges.get(derived.source) for judges in inputs]
         if bases and all(base is not None for base in bases):
-            out[derived.column] = _greatest([b.through(derived) for b in bases if b is not None])
+            judges = [b.through(derived) for b in bases if b is not None]
+            out[derived.column] = merged(judges, node.label if meets else None)
     for column in node.rule.own:
         out[column] = own_judge(node.info.schema.type_of(column))
     return out
 
 
-def _greatest(judges: list[Judge]) -> Judge:
-    """The judge of the minimum of several watermarks: the latest of their judges."""
-    return max(judges, key=lambda judge: judge.offset)
+def merged(judges: list[Judge], meeting: str | None) -> Judge:
+    """The judge of the minimum of several watermarks: the latest of their judges.
+
+    With one origin (`meeting` None) every input's watermark follows from the
+    same one. Where watermarks of several `WithWatermark`s meet at `meeting`,
+    Spark's watermark is the minimum of theirs, `W = min(wm_a, wm_b)`, and
+    the model's of the column `min(f_a(wm_a), f_b(wm_b))`: a judge of `W`
+    alone is exact when `f_a = f_b` (then that is `f(W)`), not otherwise.
+    With tumbling windows of 10 and 4 on `window_end`, wm_a = 100 and
+    wm_b = 9 close window_end 10 in the model (10 < min(110, 12)); with
+    wm_a = 9 and wm_b = 100 they do not (10 < min(10, 104) fails); Spark
+    sees W = 9 both times. Such a column's judge is marked `apart`.
+    """
+    latest = max(judges, key=lambda judge: judge.offset)
+    apart = next((judge.apart for judge in judges if judge.apart), None)
+    if meeting is not None and len(set(attrs.evolve(j, apart=None) for j in judges)) > 1:
+        apart = apart or meeting
+    return attrs.evolve(latest, apart=apart)

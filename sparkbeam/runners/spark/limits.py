@@ -104,6 +104,20 @@ JOIN_KEY_DERIVED_APART = Refusal(
     advice="derive it alike on both sides",
 )
 
+MERGED_DERIVED_APART = Refusal(
+    name="merged-derived-apart",
+    refused="keying state or late rows on a column derived differently on the inputs of a "
+    "`Union` or `Join` where watermarks of several `WithWatermark`s meet (windows of different "
+    "sizes, shifts or truncations)",
+    modes=(STREAMING, LIVE),
+    reason="the watermark of {column!r} is, from {merge}, the minimum of its inputs' "
+    "watermarks derived differently on each; Spark keeps one watermark per query, the minimum "
+    "of the WithWatermarks' before any derivation, which cannot tell which input holds it "
+    "back: groups would close late",
+    advice="derive it alike on every input (the same window on each), key this transform on a "
+    "column derived alike (such as the event time), or window after the Union",
+)
+
 INTERVAL_JOIN_MAX = Refusal(
     name="interval-join-max",
     refused='`policy="max"` or `idle_after` at a `Join` with no window key (an interval join)',
@@ -198,6 +212,7 @@ REFUSALS = (
     POLICIES_MEET,
     UNION_DERIVED_APART,
     JOIN_KEY_DERIVED_APART,
+    MERGED_DERIVED_APART,
     INTERVAL_JOIN_MAX,
     HELD_WINDOW_START,
     DROPPED_ROWS_MEET,

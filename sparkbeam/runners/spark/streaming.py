@@ -88,6 +88,17 @@ follows from the pipeline alone, so a query started again from its checkpoint st
 provider it was created with (Spark also keeps the provider in the checkpoint)."""
 
 
+NO_EXCHANGE_REUSE = ("spark.sql.exchange.reuse", "false")
+"""A query where a subtree is read twice (a `Join` or `Union` of a PCollection with a copy of
+itself) plans it twice; with exchange reuse Spark reads the second copy's shuffle from the
+first (`ReusedExchangeExec`), and the `withWatermark`s below that shuffle are then out of the
+operator tree that Spark's watermark propagation (`WatermarkPropagator`) walks: the stateful
+operators above it got no watermark (a Session after a Union of two restamped `WithWatermark`s,
+self-joined, never closed a session). Turning reuse off computes the shuffle twice and
+changes no row. The late-row filter's dedup keys on `uuid()`, whose seed differs between the
+copies, so a plan with the filter in the same query was never reused."""
+
+
 MAX_POLICY = ("spark.sql.streaming.multipleWatermarkPolicy", "max")
 """Spark's watermark of a query is the latest of its `withWatermark`s' instead of the earliest:
 `policy="max"` where watermarks of different `WithWatermark`s meet."""
@@ -143,7 +154,8 @@ class StreamingTranslation(Translation):
         self.settings: dict[str, str] = {}
         """Spark settings the query starts with (`Stage.start` sets them only while it
         starts): `ONE_WATERMARK` (see `StreamingRun`), `MAX_POLICY` (a `Union` with
-        `policy="max"`), `STATE_STORE` (a `transformWithState`)."""
+        `policy="max"`), `STATE_STORE` (a `transformWithState`), `NO_EXCHANGE_REUSE` (a node
+        with several inputs)."""
         self.keyed_state: set[int] = set()
         """The nodes whose translators built a `transformWithState` (`keyed_state`)."""
         self.selected = set(range(len(nodes))) if selected is None else selected
@@ -263,11 +275,14 @@ class StreamingTranslation(Translation):
                 self.marked[node.id] = frame
                 frame = frame.select(*node.info.schema.names)
             self.frames[node.id] = frame
+            meets = len(node.inputs) > 1 and len(self.origins[node.id]) > 1
             self.judges[node.id] = derive_judges(
-                node, [self.judges.get(i, {}) for i in node.inputs]
+                node, [self.judges.get(i, {}) for i in node.inputs], meets
             )
         if self.keyed_state:
             self.settings[STATE_STORE[0]] = STATE_STORE[1]
+        if any(len(self.nodes[i].inputs) > 1 for i in self.selected):
+            self.settings[NO_EXCHANGE_REUSE[0]] = NO_EXCHANGE_REUSE[1]
 
     def _merge_policy(self, node: Node, policy: str) -> None:
         """Note that watermarks of several `WithWatermark`s meet at `node` under `policy`:
@@ -284,10 +299,13 @@ class StreamingTranslation(Translation):
 
     def exact_judge(self, node: Node, column: str, port: int = 0) -> Judge:
         """The judge of input `port`'s `column`, which `node` keys state or late rows on;
-        refused where the model's watermark there depends on rows another operator holds."""
+        refused where the model's watermark there depends on rows another operator holds, or
+        on which of several `WithWatermark`s holds it back (`judges.merged`)."""
         judge = self.input_judges(node, port)[column]
         if judge.held:
             raise limits.HELD_WINDOW_START.error(node.label, column=column)
+        if judge.apart is not None:
+            raise limits.MERGED_DERIVED_APART.error(node.label, column=column, merge=judge.apart)
         return judge
 
     def channel(self, name: str) -> Channel:
