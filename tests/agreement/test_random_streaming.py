@@ -484,7 +484,10 @@ class Draft:
         others = [c for c in self.columns(chain) if c not in self.marked(chain)]
         times = self.time_marks(chain)
         if others and times and (not marks or self.draw(st.booleans())):  # an interval join
-            how = self.pick(HOWS)
+            # outer only over one WithWatermark: where several meet, an unmatched row may come
+            # out micro-batches later on Spark streaming (the documented difference of
+            # `test_outer_interval_join_of_two_watermarks_on_spark_streaming_is_late_not_different`)
+            how = self.pick(("inner",) if chain.merged else HOWS)
             on = self.pick(others)
             time = self.pick(times)
             lower, upper = self.pick(units(self.kind(chain, time)).withins)
