@@ -196,6 +196,12 @@ class Stage:
                     counted[key] = counted.get(key, 0) + int(value)
         return counted
 
+    def stateful(self) -> bool:
+        """Whether the query has a stateful operator (Spark runs a no-data batch after a data
+        batch that moves the watermark only then)."""
+        progress = self.query.lastProgress or {}
+        return bool(progress.get("stateOperators"))
+
     def record_watermark(self) -> None:
         """Keep Spark's watermark after the epoch just run (milliseconds of Spark time)."""
         progress = self.query.lastProgress or {}
@@ -440,6 +446,10 @@ class StreamingRun:
             for stage in self.stages:
                 stage.feed(None)
                 stage.process()
+                if not stage.stateful():
+                    # No stateful operator, no no-data batch: the watermark after the last
+                    # epoch shows first in the progress of the end of input's batch.
+                    stage.record_watermark()
         except BaseException:
             self.stop()
             raise
