@@ -737,25 +737,12 @@ def test_none_keys_never_match_and_outer_sides_emit_them_at_once(spark_runner: A
 
     def run(runner: Any) -> list[Any]:
         p = sb.Pipeline(runner=runner)
-        left = (
-            p
-            | "left"
-            >> stream(
-                [{"user": None, "t": 1}, {"user": "u", "t": 2}],
-                [{"user": "u", "t": 30}],
-                schema=schema,
-            )
-        ).with_watermark("t", 0)
-        right = (
-            p
-            | "right"
-            >> stream(
-                [{"user": None, "t": 3}, {"user": "u", "t": 4}],
-                [{"user": "u", "t": 30}],
-                schema=schema,
-            )
-        ).with_watermark("t", 0)
-        sides = [s.tumble("t", 10).select("user", "window_start", "t") for s in (left, right)]
+        sides = []
+        for name, none_t, u_t in (("left", 1, 2), ("right", 3, 4)):
+            first = [{"user": None, "t": none_t}, {"user": "u", "t": u_t}]
+            rows = p | name >> stream(first, [{"user": "u", "t": 30}], schema=schema)
+            tumbled = rows.with_watermark("t", 0).tumble("t", 10)
+            sides.append(tumbled.select("user", "window_start", "t"))
         hows = ("left", "full")  # right is left's mirror; full pairs Nones if anything does
         outputs = [sides[0].join(sides[1], on=["user", "window_start"], how=how) for how in hows]
         result = p.run()

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from sparkbeam.runners.spark.python_functions import DATA_ERROR_MARK
+from sparkbeam.runners.spark.python_functions import fail_when
 from sparkbeam.schema import INT64_MAX, INT64_MIN, Schema
 from sparkbeam.time import to_micros
 from sparkbeam.transforms import expressions as ex
@@ -38,12 +38,11 @@ class Compiler:
 
     def __init__(self, schema: Schema, label: str) -> None:
         self.label = label
-        self.row = F.to_json(F.struct(*[F.col(name) for name in schema.names]))
+        self.schema = schema
 
     def fail_when(self, condition: Column, message: str, value: Column) -> Column:
         """`value`, or a `DataError` naming the transform and the row where `condition` holds."""
-        text = F.concat(F.lit(f"{DATA_ERROR_MARK}{self.label}: {message}. The row: "), self.row)
-        return F.when(condition, F.raise_error(text)).otherwise(value)
+        return fail_when(condition, value, self.label, self.schema, message)
 
     def column(self, bound: BoundExpr) -> Column:
         """`bound` as a Column of its output type."""

@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
+from pyspark.sql import Column
+from pyspark.sql import functions as F
 
 from sparkbeam.arrow import batch_of, from_arrow
 from sparkbeam.errors import DataError, PipelineError, described, unexpected
@@ -23,6 +25,14 @@ from sparkbeam.transforms.elementwise import broken_keeps
 from sparkbeam.transforms.flat import flat_rows
 
 DATA_ERROR_MARK = "sparkbeam.DataError: "
+
+
+def fail_when(condition: Column, value: Column, label: str, schema: Schema, message: str) -> Column:
+    """`value`, or where `condition` holds a `DataError` raised in the job, marked for the
+    driver (`DATA_ERROR_MARK`): "`label`: `message`. The row: " and the row as JSON."""
+    row = F.to_json(F.struct(*[F.col(name) for name in schema.names]))
+    text = F.concat(F.lit(f"{DATA_ERROR_MARK}{label}: {message}. The row: "), row)
+    return F.when(condition, F.raise_error(text)).otherwise(value)
 
 
 PIPELINE_ERROR_MARK = "sparkbeam.PipelineError: "

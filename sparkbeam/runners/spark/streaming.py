@@ -48,7 +48,7 @@ from sparkbeam.runners.spark.merges import judged_sides, may_idle, require_separ
 from sparkbeam.runners.spark.observed import LATEST, observed
 from sparkbeam.runners.spark.paths import paths_of
 from sparkbeam.runners.spark.python_combine import combine_stream
-from sparkbeam.runners.spark.python_functions import DATA_ERROR_MARK
+from sparkbeam.runners.spark.python_functions import fail_when
 from sparkbeam.runners.spark.session_groups import session_groups
 from sparkbeam.runners.spark.session_windows import session_stream
 from sparkbeam.runners.spark.sort import sort_stream
@@ -463,18 +463,13 @@ def _held_time(time: Column, kind: type, label: str, schema: Schema) -> Column:
     if kind is _dt.datetime:
         return held
     low, high = INT_TIME_RANGE
-    row = F.to_json(F.struct(*[F.col(name) for name in schema.names]))
-    message = F.concat(
-        F.lit(
-            f"{DATA_ERROR_MARK}{label}: the Spark runner holds integer event times from {low} "
-            f"to {high} (Spark keeps them as milliseconds moved by {-low}, in 64-bit "
-            "microseconds, and ends the input beyond them), the direct runner any 64-bit "
-            "integer; filter such rows out or use a smaller unit. The row: "
-        ),
-        row,
+    message = (
+        f"the Spark runner holds integer event times from {low} to {high} (Spark keeps them as "
+        f"milliseconds moved by {-low}, in 64-bit microseconds, and ends the input beyond "
+        "them), the direct runner any 64-bit integer; filter such rows out or use a smaller unit"
     )
     outside = ~F.col(SENTINEL) & ((time < F.lit(low)) | (time > F.lit(high)))
-    return F.when(outside, F.raise_error(message)).otherwise(held)
+    return fail_when(outside, held, label, schema, message)
 
 
 def restamp(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:

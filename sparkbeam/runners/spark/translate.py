@@ -41,8 +41,8 @@ from sparkbeam.runners.spark.engine_errors import spark_errors
 from sparkbeam.runners.spark.expressions import Compiler
 from sparkbeam.runners.spark.paths import paths_of
 from sparkbeam.runners.spark.python_functions import (
-    DATA_ERROR_MARK,
     combine_groups,
+    fail_when,
     filter_batches,
     flat_map_batches,
     map_batches,
@@ -209,16 +209,11 @@ def files_schema(
 
 def _require_time(frame: DataFrame, column: str, label: str, schema: Schema) -> DataFrame:
     """Fail the job with a `DataError` naming the row if `column` is None (as the direct runner)."""
-    row = F.to_json(F.struct(*[F.col(name) for name in schema.names]))
-    message = F.concat(
-        F.lit(
-            f"{DATA_ERROR_MARK}{label}: a row has no {column!r} (None), so it has no place in "
-            f"time; drop such rows first (.with_watermark({column!r}, ...) drops and counts "
-            "them, or use a Filter). The row: "
-        ),
-        row,
+    message = (
+        f"a row has no {column!r} (None), so it has no place in time; drop such rows first "
+        f"(.with_watermark({column!r}, ...) drops and counts them, or use a Filter)"
     )
-    checked = F.when(F.col(column).isNull(), F.raise_error(message)).otherwise(F.col(column))
+    checked = fail_when(F.col(column).isNull(), F.col(column), label, schema, message)
     return frame.withColumn(column, checked)
 
 
@@ -227,10 +222,8 @@ def _in_calendar(start: Column, size: Column, kind: type, label: str, schema: Sc
     has a bound outside years 1 to 9999 (datetime columns only; as the direct runner)."""
     if kind is not _dt.datetime:
         return start
-    row = F.to_json(F.struct(*[F.col(name) for name in schema.names]))
-    message = F.concat(F.lit(f"{DATA_ERROR_MARK}{label}: {OUTSIDE_CALENDAR}. The row: "), row)
     outside = (start < F.lit(MIN_MICROS)) | (start > F.lit(MAX_MICROS) - size)
-    return F.when(outside, F.raise_error(message)).otherwise(start)
+    return fail_when(outside, start, label, schema, OUTSIDE_CALENDAR)
 
 
 def session_in_calendar(
@@ -242,11 +235,9 @@ def session_in_calendar(
     if schema.type_of(column) is not _dt.datetime:
         return frame
     t = F.unix_micros(F.col(column))
-    row = F.to_json(F.struct(*[F.col(name) for name in schema.names]))
-    message = F.concat(F.lit(f"{DATA_ERROR_MARK}{label}: {OUTSIDE_CALENDAR}. The row: "), row)
     outside = t > F.lit(MAX_MICROS) - _long(gap)
     return frame.withColumn(
-        column, F.when(outside, F.raise_error(message)).otherwise(F.col(column))
+        column, fail_when(outside, F.col(column), label, schema, OUTSIDE_CALENDAR)
     )
 
 

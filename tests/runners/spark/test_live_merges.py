@@ -13,9 +13,6 @@ anyway (`live_merges`, point 3).
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 import time
 from datetime import datetime, timedelta
 from typing import Any
@@ -28,6 +25,7 @@ import sparkbeam as sb
 from sparkbeam.runners.spark import limits
 from sparkbeam.runners.spark.streaming_results import WORKER_NOT_BACK
 from tests.agreement.pipelines import row_multiset
+from tests.runners.spark.drivers import ROOT, kill_during_batch
 
 pytestmark = pytest.mark.spark
 
@@ -286,22 +284,8 @@ def test_a_live_join_survives_a_clean_stop_and_a_driver_killed_during_a_batch(
 
     add_epoch(base, 2)
     open(slow, "w").close()
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
-    script = KILLED_DRIVER.format(root=root, base=base, out=out, checkpoints=checkpoints, slow=slow)
-    driver = subprocess.Popen(
-        [sys.executable, "-c", script],
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 180
-    while not os.path.exists(slow + ".started") and time.monotonic() < deadline:
-        assert driver.poll() is None, "the driver ended before its batch"
-        time.sleep(0.2)
-    assert os.path.exists(slow + ".started")
-    os.killpg(driver.pid, signal.SIGKILL)
-    driver.wait(timeout=60)
-    os.remove(slow)
+    script = KILLED_DRIVER.format(root=ROOT, base=base, out=out, checkpoints=checkpoints, slow=slow)
+    kill_during_batch(script, slow, 180)
 
     add_epoch(base, 3)
     third = Chain(spark, joined, base, out, checkpoints, slow=slow)

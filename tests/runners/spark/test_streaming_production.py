@@ -8,9 +8,6 @@ end, so Spark never flushes).
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 from datetime import datetime, timedelta
@@ -22,6 +19,7 @@ import pytest
 
 import sparkbeam as sb
 from tests.agreement.pipelines import row_multiset
+from tests.runners.spark.drivers import ROOT, kill_during_batch
 
 pytestmark = pytest.mark.spark
 
@@ -206,24 +204,10 @@ def test_live_files_survive_a_driver_killed_during_a_batch(spark: Any, tmp_path:
     for index in range(3):
         write_epoch(source, index)
     open(slow, "w").close()
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     script = KILLED_DRIVER.format(
-        root=root, checkpoints=checkpoints, source=source, slow=slow, out=out
+        root=ROOT, checkpoints=checkpoints, source=source, slow=slow, out=out
     )
-    driver = subprocess.Popen(
-        [sys.executable, "-c", script],
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 120
-    while not os.path.exists(slow + ".started") and time.monotonic() < deadline:
-        assert driver.poll() is None, "the driver ended before its first batch"
-        time.sleep(0.2)
-    assert os.path.exists(slow + ".started")
-    os.killpg(driver.pid, signal.SIGKILL)
-    driver.wait(timeout=60)
-    os.remove(slow)
+    kill_during_batch(script, slow, 120)
     assert os.listdir(checkpoints)  # the killed query left its checkpoint
 
     runner = sb.SparkRunner(spark=spark, checkpoint_location=checkpoints)
