@@ -23,6 +23,19 @@ import sparkbeam as sb
 T0 = datetime(2026, 4, 1, 10, 0)
 
 
+def source_of(
+    p: sb.Pipeline, rows: list[dict[str, Any]], schema: dict[str, type], streaming: bool, first: int
+) -> sb.PCollection:
+    """`rows` as a `Create`, or streaming as two epochs (the `first` rows, then the rest) of a
+    `TestStream` watermarked on "t" with no delay."""
+    if not streaming:
+        return p | sb.Create(rows, schema=schema)
+    stream = sb.TestStream(schema)
+    stream.add_epoch(rows[:first])
+    stream.add_epoch(rows[first:])
+    return p | stream | sb.WithWatermark("t", delay=timedelta(0))
+
+
 def no_jvm(text: str) -> None:
     assert "py4j" not in text and "java." not in text, text
 
@@ -104,13 +117,7 @@ def broken_keeps_pipeline(runner: Any, streaming: bool, flat: bool) -> tuple[Any
     p = sb.Pipeline(runner=runner)
     rows = [{"k": "a", "x": x, "t": T0 + timedelta(seconds=x)} for x in range(4)]
     schema = {"k": str, "x": int, "t": datetime}
-    if streaming:
-        stream = sb.TestStream(schema)
-        stream.add_epoch(rows[:2])
-        stream.add_epoch(rows[2:])
-        source = p | stream | sb.WithWatermark("t", delay=timedelta(0))
-    else:
-        source = p | sb.Create(rows, schema=schema)
+    source = source_of(p, rows, schema, streaming, first=2)
     if flat:
         moved = source | "Moves" >> sb.FlatMap(lambda row: [an_hour_back(row)], keeps=["t"])
     else:
@@ -352,13 +359,7 @@ def test_the_error_boundary(mode: str, case: str, request: Any, tmp_path: Path) 
     label, make = BOUNDARY_CASES[case]
     p = sb.Pipeline(runner=runner_for(mode, request))
     rows, schema = boundary_rows(case), {"x": int, "t": datetime}
-    if mode.endswith("streaming"):
-        stream = sb.TestStream(schema)
-        stream.add_epoch(rows[:1])
-        stream.add_epoch(rows[1:])
-        source = p | stream | sb.WithWatermark("t", delay=timedelta(0))
-    else:
-        source = p | sb.Create(rows, schema=schema)
+    source = source_of(p, rows, schema, mode.endswith("streaming"), first=1)
     out = source | label >> make(tmp_path)
     with pytest.raises((sb.DataError, sb.PipelineError, sb.InvariantViolation)) as caught:
         p.run().collect(out)

@@ -728,6 +728,14 @@ def by_epoch(result: Any, pcoll: sb.PCollection) -> list[list[tuple[Any, ...]]]:
     ]
 
 
+def epochs_side_by_side(p: sb.Pipeline, outputs: list[sb.PCollection]) -> list[Any]:
+    """Each output's rows by epoch (`by_epoch`); on Spark the outputs' queries side by side."""
+    result = p.run()
+    if isinstance(p.runner, sb.SparkRunner):
+        result.prepare(*outputs)
+    return [by_epoch(result, pcoll) for pcoll in outputs]
+
+
 @pytest.mark.spark
 def test_none_keys_never_match_and_outer_sides_emit_them_at_once(spark_runner: Any) -> None:
     """A row whose key holds None matches nothing, not even another None (SQL); an outer side
@@ -745,10 +753,7 @@ def test_none_keys_never_match_and_outer_sides_emit_them_at_once(spark_runner: A
             sides.append(tumbled.select("user", "window_start", "t"))
         hows = ("left", "full")  # right is left's mirror; full pairs Nones if anything does
         outputs = [sides[0].join(sides[1], on=["user", "window_start"], how=how) for how in hows]
-        result = p.run()
-        if isinstance(runner, sb.SparkRunner):
-            result.prepare(*outputs)
-        return [by_epoch(result, pcoll) for pcoll in outputs]
+        return epochs_side_by_side(p, outputs)
 
     direct = run(sb.DirectRunner())
     assert run(spark_runner) == direct
@@ -794,10 +799,7 @@ def test_outer_interval_join_of_one_watermark_agrees_on_spark_streaming(spark_ru
             a.join(later, on="k", how=how, times=("t", "u"), within=(1, 25))
             for how in ("left", "full")
         ]
-        result = p.run()
-        if isinstance(runner, sb.SparkRunner):
-            result.prepare(*outputs)
-        return [by_epoch(result, pcoll) for pcoll in outputs]
+        return epochs_side_by_side(p, outputs)
 
     direct = run(sb.DirectRunner())
     assert run(spark_runner) == direct

@@ -12,6 +12,21 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 """The repository, for the driver scripts' `sys.path`."""
 
 
+SESSION = """
+import os, sys
+sys.path.insert(0, {root!r})
+os.environ["PYSPARK_PYTHON"] = sys.executable
+from pyspark.sql import SparkSession
+from tests.conftest import SPARK_CONF
+builder = SparkSession.builder
+for key, value in SPARK_CONF.items():
+    builder = builder.config(key, value)
+spark = builder.getOrCreate()
+"""
+"""The start of a driver script: the test session's settings, the repository (`{root}`) on its
+path."""
+
+
 def kill_during_batch(script: str, slow: str, seconds: float) -> None:
     """Run `script` as a driver (Python and its JVM in a process group of their own), wait up to
     `seconds` until its slowed batch has started (the file `slow` + ".started"), kill the group

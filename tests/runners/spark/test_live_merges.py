@@ -25,7 +25,7 @@ import sparkbeam as sb
 from sparkbeam.runners.spark import limits
 from sparkbeam.runners.spark.streaming_results import WORKER_NOT_BACK
 from tests.agreement.pipelines import row_multiset
-from tests.runners.spark.drivers import ROOT, kill_during_batch
+from tests.runners.spark.drivers import ROOT, SESSION, kill_during_batch
 
 pytestmark = pytest.mark.spark
 
@@ -249,19 +249,13 @@ def test_late_rows_of_live_merges_under_policy_max(spark: Any, tmp_path: Any) ->
     assert [(row["k"], row["window_start"], row["slow"]) for row in joined] == [("a", T0, 150)]
 
 
-KILLED_DRIVER = """
-import os, sys
-sys.path.insert(0, {root!r})
-os.environ["PYSPARK_PYTHON"] = sys.executable
-from pyspark.sql import SparkSession
-from tests.conftest import SPARK_CONF
+KILLED_DRIVER = (
+    SESSION
+    + """
 from tests.runners.spark.test_live_merges import Chain, joined
-builder = SparkSession.builder
-for key, value in SPARK_CONF.items():
-    builder = builder.config(key, value)
-spark = builder.getOrCreate()
 Chain(spark, joined, {base!r}, {out!r}, {checkpoints!r}, slow={slow!r}).settle()
 """
+)
 
 
 def test_a_live_join_survives_a_clean_stop_and_a_driver_killed_during_a_batch(

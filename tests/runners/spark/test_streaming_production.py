@@ -19,7 +19,7 @@ import pytest
 
 import sparkbeam as sb
 from tests.agreement.pipelines import row_multiset
-from tests.runners.spark.drivers import ROOT, kill_during_batch
+from tests.runners.spark.drivers import ROOT, SESSION, kill_during_batch
 
 pytestmark = pytest.mark.spark
 
@@ -177,22 +177,16 @@ def test_live_files_survive_a_stop_between_batches_and_a_stop_during_one(
     assert row_multiset(read_sink(out)) == row_multiset(direct_before_flush(source))
 
 
-KILLED_DRIVER = """
-import os, sys
-sys.path.insert(0, {root!r})
-os.environ["PYSPARK_PYTHON"] = sys.executable
-from pyspark.sql import SparkSession
+KILLED_DRIVER = (
+    SESSION
+    + """
 import sparkbeam as sb
-from tests.conftest import SPARK_CONF
 from tests.runners.spark.test_streaming_production import per_window
-builder = SparkSession.builder
-for key, value in SPARK_CONF.items():
-    builder = builder.config(key, value)
-spark = builder.getOrCreate()
 p = sb.Pipeline(runner=sb.SparkRunner(spark=spark, checkpoint_location={checkpoints!r}))
 per_window(p, {source!r}, {slow!r}).write_files({out!r})
 p.run().process_all_available()
 """
+)
 
 
 def test_live_files_survive_a_driver_killed_during_a_batch(spark: Any, tmp_path: Any) -> None:
