@@ -8,7 +8,9 @@ a sentinel row far in the future that moves every watermark past everything.
 
 from __future__ import annotations
 
+import concurrent.futures
 import datetime as _dt
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -170,6 +172,31 @@ def source_epochs(node: Node, paths: Paths) -> tuple[pa.Table, ...]:
     if transform.streaming:
         return tuple(files)
     return (pa.concat_tables(files) if files else arrow_schema(schema).empty_table(),)
+
+
+_READER = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sparkbeam-epochs")
+
+
+class SourceEpochs:
+    """The replayed sources' epochs (`source_epochs`), read and checked once for all the
+    queries that feed them (a run's stage queries and its final one; the runs `prepare` runs
+    together), in the background while those queries start."""
+
+    def __init__(self, paths: Paths) -> None:
+        self.paths = paths
+        self._reading: dict[int, concurrent.futures.Future[tuple[pa.Table, ...]]] = {}
+        self._lock = threading.Lock()
+
+    def prefetch(self, node: Node) -> None:
+        """Start reading `node`'s epochs, unless that started already."""
+        with self._lock:
+            if node.id not in self._reading:
+                self._reading[node.id] = _READER.submit(source_epochs, node, self.paths)
+
+    def of(self, node: Node) -> tuple[pa.Table, ...]:
+        """`node`'s epochs, waiting for them (raising what reading them raised)."""
+        self.prefetch(node)
+        return self._reading[node.id].result()
 
 
 def epoch_count(node: Node, paths: Paths) -> int:

@@ -5,23 +5,33 @@ inputs, watermark alignment, the end-of-input flush).
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import datetime as _dt
+import functools
 import re
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
-from sparkbeam.arrow import from_arrow
+from sparkbeam.arrow import from_arrow, to_arrow
 from sparkbeam.graph import Node
 from sparkbeam.paths import join
 from sparkbeam.runners.shared.alignment import AlignmentGraph
 from sparkbeam.runners.spark import limits
-from sparkbeam.runners.spark.epochs import Channel, epoch_count, is_live, is_replayed, put_sentinel
+from sparkbeam.runners.spark.engine_errors import spark_errors
+from sparkbeam.runners.spark.epochs import (
+    Channel,
+    SourceEpochs,
+    epoch_count,
+    is_live,
+    is_replayed,
+    put_sentinel,
+)
 from sparkbeam.runners.spark.judges import Judge
 from sparkbeam.runners.spark.live import Sink
 from sparkbeam.runners.spark.live_merges import slug, stage_sink
@@ -46,25 +56,31 @@ for an operator after another (what the first emits would be late for the second
 
 _STARTING = threading.Lock()
 
+SIDE_BY_SIDE = 3
+"""How many queries run a micro-batch at once (`side_by_side`, `prepare`): each spends most
+of one waiting on Spark's scheduling, but each also starts Python workers (functions,
+`transformWithState`), and too many starting at once on a small machine miss Spark's
+connect-back timeout."""
+
 
 class Stage:
     """One streaming query: the ancestors of `target`, with a sink that keeps each epoch's rows
     (or the production `sink`: files, or the user's callback).
 
-    With `output`, the rows of each epoch also go to that channel of a later
-    stage's feed.
+    The rows of each epoch also go to the channels of `outputs`: the feeds of
+    the final queries that read this stage's target (one per run it serves).
     """
 
     def __init__(
         self,
         translation: StreamingTranslation,
         target: Node,
-        output: Channel | None = None,
+        outputs: Sequence[Channel] = (),
         sink: Sink | None = None,
     ) -> None:
         self.translation = translation
         self.target = target
-        self.output = output
+        self.outputs = list(outputs)
         self.sink = sink
         self.tables: list[pa.Table] = []
         self.epochs: list[list[dict[str, Any]]] = []
@@ -84,7 +100,8 @@ class Stage:
         self.checkpoint: str | None = None
         """Where the query keeps its checkpoint (`StreamingRun` sets it)."""
         self.shared = False
-        """A live stage of `LiveStages`: translated, started and stopped once for all sinks."""
+        """A stage of `LiveStages` or `ReplayedStages`: translated, started and stopped once
+        for all the runs it serves."""
 
     def start(self, trigger: str | None = None) -> None:
         assert self.checkpoint is not None
@@ -160,8 +177,10 @@ class Stage:
             for name, values in from_arrow(table, schema).items():
                 columns[name].extend(values)
         self.epochs.append(columns_to_rows(columns, schema))
-        if self.output is not None:
-            self.output.put(columns)
+        if self.outputs:
+            table = to_arrow(columns, schema, self.target.label)
+            for output in self.outputs:
+                output.put_table(table)
         transform = self.target.transform
         if isinstance(transform, WithWatermark):
             # columns hold times in their units (datetimes as microseconds)
@@ -169,6 +188,21 @@ class Stage:
             if times:
                 self.latest = max(times) if self.latest is None else max(self.latest, *times)
         self.counted = self.collect_metrics()
+
+    def step(self, reads: dict[int, int]) -> None:
+        """Feed one epoch (`feed`), run it, keep Spark's watermark after it."""
+        self.feed(reads)
+        self.process()
+        self.record_watermark()
+
+    def end(self) -> None:
+        """Feed the end of input and run it."""
+        self.feed(None)
+        self.process()
+        if not self.stateful():
+            # No stateful operator, no no-data batch: the watermark after the last epoch
+            # shows first in the progress of the end of input's batch.
+            self.record_watermark()
 
     def collect_metrics(self) -> dict[str, int]:
         """Add up the observed metrics of the micro-batches not counted yet (and return them)."""
@@ -265,6 +299,7 @@ class StreamingRun:
         trigger: str | None = None,
         staging: str | None = None,
         shared: LiveStages | None = None,
+        together: ReplayedStages | None = None,
     ) -> None:
         self.spark = spark
         self.paths = paths_of(spark)
@@ -320,15 +355,31 @@ class StreamingRun:
                 stage = shared.stage(nodes, nodes[origin])
                 staged_paths[origin] = shared.rows(nodes[origin])
                 self.stages.append(stage)
+        epochs = together.epochs if together is not None else SourceEpochs(self.paths)
         final = StreamingTranslation(
-            spark, nodes, join(self.directory, "final"), needed, staged, live, staged_paths
+            spark,
+            nodes,
+            join(self.directory, "final"),
+            needed,
+            staged,
+            live,
+            staged_paths,
+            epochs,
         )
         if not staged_paths:
             for origin in sorted(staged):
                 node = nodes[origin]
+                output = final.channel(f"staged-{origin}")
+                if together is not None:  # one stage query for every run fed together
+                    stage = together.stage(nodes, node)
+                    stage.outputs.append(output)
+                    self.stages.append(stage)
+                    continue
                 directory = join(self.directory, f"stage-{origin}")
-                translation = StreamingTranslation(spark, nodes, directory, ancestors(nodes, node))
-                self.stages.append(Stage(translation, node, final.channel(f"staged-{origin}")))
+                translation = StreamingTranslation(
+                    spark, nodes, directory, ancestors(nodes, node), epochs=epochs
+                )
+                self.stages.append(Stage(translation, node, [output]))
         if self.live:
             # Back-to-back batches: judge late rows by the current batch's watermark.
             if stateful_depth(nodes, needed) <= 2:
@@ -339,7 +390,8 @@ class StreamingRun:
         self.alignment = AlignmentGraph.of(nodes)
         """Watermark alignment (`max_drift`): which sources to hold back after each epoch."""
         if self.alignment is not None:
-            self._shadow_stages(spark, nodes, live_sources, staged | needed)
+            assert together is None, "runs with watermark alignment are fed alone"
+            self._shadow_stages(spark, nodes, live_sources, staged | needed, epochs)
         self.final = Stage(final, target, sink=sink)
         self.stages.append(self.final)
         own = [stage for stage in self.stages if not stage.shared]
@@ -347,7 +399,12 @@ class StreamingRun:
             stage.checkpoint = join(self.directory, f"checkpoint-{index}")
 
     def _shadow_stages(
-        self, spark: SparkSession, nodes: Sequence[Node], live: list[str], observed: set[int]
+        self,
+        spark: SparkSession,
+        nodes: Sequence[Node],
+        live: list[str],
+        observed: set[int],
+        epochs: SourceEpochs,
     ) -> None:
         """A stage query for each `WithWatermark` of the alignment this run's queries do not
         hold: its watermark decides which sources are held back, as on the direct runner."""
@@ -364,7 +421,9 @@ class StreamingRun:
         for origin in sorted(group - observed):
             node = nodes[origin]
             directory = join(self.directory, f"shadow-{origin}")
-            translation = StreamingTranslation(spark, nodes, directory, ancestors(nodes, node))
+            translation = StreamingTranslation(
+                spark, nodes, directory, ancestors(nodes, node), epochs=epochs
+            )
             self.stages.append(Stage(translation, node))
 
     def _watermark(self, origin: int) -> int | None:
@@ -409,51 +468,26 @@ class StreamingRun:
 
     def translate(self) -> None:
         for stage in self.stages:
-            if not stage.shared:  # `LiveStages` translates its own, once
+            if not stage.shared:  # `LiveStages` and `ReplayedStages` translate their own, once
                 stage.translation.run()
 
+    def start(self) -> None:
+        """Start the run's queries (a stage query another run started already runs for both)."""
+        for stage in self.stages:
+            if stage.query is None:
+                stage.start(self.trigger)
+
     def execute(self) -> None:
-        """Replayed sources: every epoch, the end-of-input flush, then stop. Live: start (a
-        stage query another sink's run started already runs for both)."""
+        """Replayed sources: every epoch, the end-of-input flush, then stop (`replay`). Live:
+        start."""
+        if not self.live:
+            replay([self])
+            return
         try:
-            for stage in self.stages:
-                if stage.query is None:
-                    stage.start(self.trigger)
-            if self.live:
-                return
-            # As many epochs as the pipeline's longest source, as on the direct runner, also
-            # where that source is not one of this query's; more where sources are held back.
-            nodes = self.final.translation.nodes
-            counts = {
-                n.id: epoch_count(n, self.paths) for n in nodes if is_replayed(n, self.live_run)
-            }
-            read = dict.fromkeys(counts, 0)
-            held: set[int] = set()
-            idle = IdleInputs(self.stages[:-1], self.final.translation)
-            while any(read[s] < counts[s] for s in counts):
-                reads = {s: read[s] for s in counts if s not in held and read[s] < counts[s]}
-                for stage in self.stages:
-                    if stage is self.final:
-                        idle.mark()
-                    stage.feed(reads)
-                    stage.process()
-                    stage.record_watermark()
-                for source in reads:
-                    read[source] += 1
-                if self.alignment is not None:
-                    running = {s for s in counts if read[s] < counts[s]}
-                    held = self.alignment.held(running, self._watermark, lambda origin: False)
-            for stage in self.stages:
-                stage.feed(None)
-                stage.process()
-                if not stage.stateful():
-                    # No stateful operator, no no-data batch: the watermark after the last
-                    # epoch shows first in the progress of the end of input's batch.
-                    stage.record_watermark()
+            self.start()
         except BaseException:
             self.stop()
             raise
-        self.stop()
 
     def stop(self) -> None:
         """Stop the run's queries (all of a live merge's stages too: the sinks stop together)
@@ -468,6 +502,70 @@ class StreamingRun:
         if not self.keep:
             with contextlib.suppress(Exception):  # a cleanup: the run's outcome is what counts
                 self.paths.delete(self.directory)
+
+
+def replay(runs: Sequence[StreamingRun]) -> None:
+    """Feed the replayed sources' epochs to the queries of `runs` (of one pipeline) in step,
+    then the end of input; stop them.
+
+    As many epochs as the pipeline's longest source, as on the direct runner,
+    also where that source is not one a query reads; more where sources are
+    held back (watermark alignment: a run of its own). Each epoch runs the
+    stage queries first, each once however many runs it serves
+    (`ReplayedStages`), then every run's final query; queries of one step run
+    side by side (`SIDE_BY_SIDE` at a time): none reads what another of its
+    step writes.
+    """
+    try:
+        first = runs[0]
+        nodes = first.final.translation.nodes
+        for run in runs:
+            with spark_errors(nodes, run.final.target):
+                run.start()
+        stages = {id(s): s for run in runs for s in run.stages if s is not run.final}
+        finals = [run.final for run in runs]
+        counts = {
+            n.id: epoch_count(n, first.paths) for n in nodes if is_replayed(n, first.live_run)
+        }
+        read = dict.fromkeys(counts, 0)
+        held: set[int] = set()
+        idles = [IdleInputs(run.stages[:-1], run.final.translation) for run in runs]
+        while any(read[s] < counts[s] for s in counts):
+            reads = {s: read[s] for s in counts if s not in held and read[s] < counts[s]}
+            step = functools.partial(Stage.step, reads=reads)
+            side_by_side(list(stages.values()), step, nodes)
+            for idle in idles:
+                idle.mark()
+            side_by_side(finals, step, nodes)
+            for source in reads:
+                read[source] += 1
+            if first.alignment is not None:
+                running = {s for s in counts if read[s] < counts[s]}
+                held = first.alignment.held(running, first._watermark, lambda origin: False)
+        side_by_side(list(stages.values()), Stage.end, nodes)
+        side_by_side(finals, Stage.end, nodes)
+    finally:
+        for run in runs:
+            run.stop()
+
+
+def side_by_side(
+    stages: Sequence[Stage], work: Callable[[Stage], None], nodes: Sequence[Node]
+) -> None:
+    """`work` on each stage, `SIDE_BY_SIDE` at a time; the first error raised, once all ended,
+    naming the stage's target where Spark's error names no transform (`spark_errors`)."""
+
+    def named(stage: Stage) -> None:
+        with spark_errors(nodes, stage.target):
+            work(stage)
+
+    if len(stages) <= 1:
+        for stage in stages:
+            named(stage)
+        return
+    with concurrent.futures.ThreadPoolExecutor(min(len(stages), SIDE_BY_SIDE)) as pool:
+        for future in [pool.submit(named, stage) for stage in stages]:
+            future.result()
 
 
 def _idles(node: Node) -> bool:
@@ -527,6 +625,49 @@ class IdleInputs:
             kind = schema.type_of(transform.column)
             channel = self.final.sentinels[stage.target.id]
             put_sentinel(channel, transform.column, kind, lowest + delay)
+
+
+class ReplayedStages:
+    """The stage queries of replayed merges, one per origin, shared by the runs `replay` feeds
+    together (`SparkStreamingResult.prepare`), with their sources' epochs: where four
+    collected PCollections read the same two `WithWatermark`s, two stage queries instead of
+    eight. Their files live in one temporary directory under the staging location, deleted
+    by `cleanup` once every run stopped."""
+
+    def __init__(self, spark: SparkSession, staging: str | None) -> None:
+        self.spark = spark
+        self.paths = paths_of(spark)
+        self.staging = staging
+        self.epochs = SourceEpochs(self.paths)
+        self.root: str | None = None
+        self.stages: dict[int, Stage] = {}
+
+    def stage(self, nodes: Sequence[Node], node: Node) -> Stage:
+        """The stage query of origin `node`, planned and translated on first use."""
+        stage = self.stages.get(node.id)
+        if stage is not None:
+            return stage
+        if self.root is None:
+            self.root = scratch_directory(self.paths, self.staging, "sparkbeam-stages-")
+        directory = join(self.root, f"stage-{node.id}")
+        translation = StreamingTranslation(
+            self.spark, nodes, directory, ancestors(nodes, node), epochs=self.epochs
+        )
+        translation.run()
+        stage = Stage(translation, node)
+        stage.checkpoint = join(self.root, f"checkpoint-{node.id}")
+        stage.shared = True
+        self.stages[node.id] = stage
+        return stage
+
+    def cleanup(self) -> None:
+        """Stop every stage; delete their directory."""
+        for stage in self.stages.values():
+            if stage.query is not None:
+                stage.query.stop()
+        if self.root is not None:
+            with contextlib.suppress(Exception):  # a cleanup: the run's outcome is what counts
+                self.paths.delete(self.root)
 
 
 class LiveStages:

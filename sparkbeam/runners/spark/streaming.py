@@ -9,7 +9,6 @@ from each node's watermark rule (`judges.derive_judges`).
 
 from __future__ import annotations
 
-import concurrent.futures
 import datetime as _dt
 import functools
 from collections.abc import Callable, Sequence
@@ -23,7 +22,13 @@ from sparkbeam.errors import PipelineError
 from sparkbeam.graph import EdgeInfo, Node
 from sparkbeam.runners.spark import limits
 from sparkbeam.runners.spark.arrow import spark_schema
-from sparkbeam.runners.spark.epochs import SENTINEL, Channel, EpochFeed, is_replayed, source_epochs
+from sparkbeam.runners.spark.epochs import (
+    SENTINEL,
+    Channel,
+    EpochFeed,
+    SourceEpochs,
+    is_replayed,
+)
 from sparkbeam.runners.spark.judges import (
     INT_TIME_RANGE,
     JUDGE,
@@ -141,6 +146,7 @@ class StreamingTranslation(Translation):
         staged: set[int] | None = None,
         live: bool = False,
         staged_paths: dict[int, str] | None = None,
+        epochs: SourceEpochs | None = None,
     ) -> None:
         super().__init__(spark, nodes)
         self.directory = directory
@@ -213,27 +219,19 @@ class StreamingTranslation(Translation):
         counted once."""
         self.made: dict[int, Made] = {}
         """What each node's translator made (`Made`)."""
-        self._epochs: dict[int, tuple[pa.Table, ...]] = {}
-        self._reading: dict[int, concurrent.futures.Future[tuple[pa.Table, ...]]] = {}
+        self.epochs = epochs or SourceEpochs(self.paths)
+        """The replayed sources' epochs, shared with the other queries of the run."""
 
     def prefetch(self) -> None:
-        """Start reading and checking the replayed sources' epochs (`source_epochs`) in the
-        background, while the query starts; `epochs_of` waits for them (and raises what they
-        raised, before the first epoch is fed)."""
+        """Start reading and checking the replayed sources' epochs in the background, while
+        the query starts; `epochs_of` waits for them (and raises what they raised, before
+        the first epoch is fed)."""
         for node_id in self.sources:
-            if node_id not in self._epochs and node_id not in self._reading:
-                node = self.nodes[node_id]
-                self._reading[node_id] = _READER.submit(source_epochs, node, self.paths)
+            self.epochs.prefetch(self.nodes[node_id])
 
     def epochs_of(self, node_id: int) -> tuple[pa.Table, ...]:
         """A source's rows by epoch, read once, when the query first needs them."""
-        if node_id not in self._epochs:
-            reading = self._reading.pop(node_id, None)
-            node = self.nodes[node_id]
-            self._epochs[node_id] = (
-                reading.result() if reading is not None else source_epochs(node, self.paths)
-            )
-        return self._epochs[node_id]
+        return self.epochs.of(self.nodes[node_id])
 
     def _channels(self, kind: str) -> dict[int, Channel]:
         prefix = f"{kind}-"
@@ -315,10 +313,6 @@ class StreamingTranslation(Translation):
         frame = self.feed.channels[name].frame
         assert frame is not None
         return frame
-
-
-_READER = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sparkbeam-epochs")
-"""Reads replayed sources' epochs while queries start (`StreamingTranslation.prefetch`)."""
 
 
 STREAMING_TRANSLATORS: dict[type, StreamingTranslator] = {

@@ -16,6 +16,7 @@ from sparkbeam.graph import Node
 from sparkbeam.metrics import PipelineMetrics, TransformMetrics
 from sparkbeam.paths import join
 from sparkbeam.results import ResultViews
+from sparkbeam.runners.shared.alignment import AlignmentGraph
 from sparkbeam.runners.shared.writes import refuse_existing_output
 from sparkbeam.runners.spark.engine_errors import spark_errors
 from sparkbeam.runners.spark.judges import Judge
@@ -23,7 +24,13 @@ from sparkbeam.runners.spark.live import sink_of
 from sparkbeam.runners.spark.live_merges import slug
 from sparkbeam.runners.spark.observed import streaming_watermarks
 from sparkbeam.runners.spark.planning import ancestors
-from sparkbeam.runners.spark.queries import LiveStages, StreamingRun
+from sparkbeam.runners.spark.queries import (
+    SIDE_BY_SIDE,
+    LiveStages,
+    ReplayedStages,
+    StreamingRun,
+    replay,
+)
 from sparkbeam.schema import Row
 from sparkbeam.transforms.connectors import ForEachBatch
 from sparkbeam.transforms.files import WriteFiles
@@ -44,11 +51,6 @@ def _filtered_out(counts: dict[str, int], node_id: int) -> int:
     return total("in") - total("out")
 
 
-SIDE_BY_SIDE = 3
-"""How many queries `prepare` runs at once: each spends most of a micro-batch waiting on
-Spark's scheduling, but each also starts Python workers (functions, `transformWithState`),
-and too many starting at once on a small machine miss Spark's connect-back timeout."""
-
 WORKER_NOT_BACK = "Python worker failed to connect back"
 """Spark gives a Python process it starts a fixed 10 seconds to connect back; on a loaded
 machine the one a `transformWithState` query starts on the driver to plan its state
@@ -67,9 +69,7 @@ class SparkStreamingResult(ResultViews):
     (its data batch and no-data batch) emitted, then those of the flush.
     """
 
-    def __init__(
-        self, pipeline: Pipeline, spark: SparkSession, staging: str | None = None
-    ) -> None:
+    def __init__(self, pipeline: Pipeline, spark: SparkSession, staging: str | None = None) -> None:
         self.pipeline = pipeline
         self.node_count = len(pipeline.nodes)
         self.spark = spark
@@ -157,23 +157,40 @@ class SparkStreamingResult(ResultViews):
         return self._run_node(self.of_run(pcoll).node)
 
     def _run_node(self, node: Node) -> StreamingRun:
-        """The query of `node` over the replayed epochs, run once (and once more from the
-        start when Spark's Python worker did not start in time: `WORKER_NOT_BACK`)."""
-        done = self.runs.get(node.id)
-        if done is not None:
-            return done
+        """The query of `node` over the replayed epochs, run once (`_run_together`)."""
+        if node.id not in self.runs:
+            self._run_together([node])
+        return self.runs[node.id]
+
+    def _run_together(self, targets: Sequence[Node]) -> None:
+        """The queries of `targets` over the replayed epochs, fed together (`replay`: their
+        stage queries shared), once; and once more from the start when Spark's Python
+        worker did not start in time (`WORKER_NOT_BACK`)."""
+        nodes = self.pipeline.nodes
         for attempt in range(2):
-            run = StreamingRun(self.spark, self.pipeline.nodes, node, staging=self.staging)
+            together = ReplayedStages(self.spark, self.staging) if len(targets) > 1 else None
+            runs: list[StreamingRun] = []
             try:
-                with spark_errors(self.pipeline.nodes, node):
-                    run.translate()
-                    run.execute()
+                with spark_errors(nodes, targets[0] if len(targets) == 1 else None):
+                    for node in targets:
+                        with spark_errors(nodes, node):
+                            run = StreamingRun(
+                                self.spark, nodes, node, staging=self.staging, together=together
+                            )
+                            runs.append(run)
+                            run.translate()
+                    replay(runs)
                 break
             except Exception as exc:
+                for run in runs:
+                    run.stop()
                 if attempt or WORKER_NOT_BACK not in f"{exc} {exc.__cause__}":
                     raise
-        self.runs[node.id] = run
-        return run
+            finally:
+                if together is not None:
+                    together.cleanup()
+        for node, run in zip(targets, runs, strict=True):
+            self.runs[node.id] = run
 
     def prepare(self, *pcolls: PCollection) -> None:
         """Run the queries of `pcolls` side by side, so that collecting them is immediate.
@@ -317,10 +334,14 @@ class SparkStreamingResult(ResultViews):
         return counts, marks
 
     def _prepare_nodes(self, nodes: Sequence[Node]) -> None:
-        """Run the queries of `nodes`, `SIDE_BY_SIDE` at a time."""
+        """Run the queries of `nodes`: fed together (`_run_together`), or where watermark
+        alignment holds sources back (each run decides that itself), `SIDE_BY_SIDE` runs at
+        a time."""
         waiting = [node for node in nodes if node.id not in self.runs]
-        if len(waiting) == 1:
-            self._run_node(waiting[0])
+        if not waiting:
+            return
+        if AlignmentGraph.of(self.pipeline.nodes) is None:
+            self._run_together(waiting)
             return
         workers = max(1, min(len(waiting), SIDE_BY_SIDE))
         with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
