@@ -13,6 +13,7 @@ element type's values (internal ones inside the runners).
 from __future__ import annotations
 
 import datetime as _dt
+import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Final
 
@@ -229,14 +230,18 @@ def rows_to_columns(rows: Sequence[Mapping[str, Any]], schema: Schema, where: st
     fast path of whole-column checks.
     """
     names = schema.names
-    expected = set(names)
-    if not all(type(row) is dict and row.keys() == expected for row in rows):
-        for row in rows:
-            if not isinstance(row, Mapping) or row.keys() != expected:
-                _raise_shape_error(row, names, where)
+    # Plain dicts of as many keys as columns, where every column is found (below), have
+    # exactly the schema's keys: the rows are looked at one by one only otherwise.
+    plain = set(map(type, rows)) <= {dict} and set(map(len, rows)) <= {len(names)}
+    if not plain:
+        _check_shapes(rows, names, where)
     columns: Columns = {}
     for name, kind in schema.fields:
-        values = [row[name] for row in rows]
+        try:
+            values = list(map(operator.itemgetter(name), rows))
+        except KeyError:
+            _check_shapes(rows, names, where)
+            raise
         exact = _EXACT_TYPES.get(kind)
         if exact is None or not exact.issuperset(map(type, values)):
             _check_values(values, rows, name, kind, where)
@@ -252,6 +257,14 @@ def rows_to_columns(rows: Sequence[Mapping[str, Any]], schema: Schema, where: st
             values = [None if value is None else float(value) for value in values]
         columns[name] = values
     return columns
+
+
+def _check_shapes(rows: Sequence[Mapping[str, Any]], names: tuple[str, ...], where: str) -> None:
+    """`DataError` for the first row that is not a mapping of exactly the columns `names`."""
+    expected = set(names)
+    for row in rows:
+        if not isinstance(row, Mapping) or row.keys() != expected:
+            _raise_shape_error(row, names, where)
 
 
 def _check_values(

@@ -164,9 +164,18 @@ def streaming_rows(spark_runner: Any, tmp_path_factory: pytest.TempPathFactory) 
             built[feature.name] = (p.run(), outputs)
         except Exception as exc:  # reported by the feature's own test
             observed[feature.name] = exc
-    queries = [(name, result, o) for name, (result, outputs) in built.items() for o in outputs]
+    def settle(result: Any, outputs: list[sb.PCollection], metrics: bool) -> None:
+        """Run every query the observation reads, its outputs' together (`prepare`)."""
+        result.prepare(*outputs)
+        if metrics:
+            result.metrics()
+
+    wanted = {feature.name: feature.metrics for feature in runs}
     with concurrent.futures.ThreadPoolExecutor(max_workers=SIDE_BY_SIDE) as pool:
-        futures = [(name, pool.submit(result.collect_by_epoch, o)) for name, result, o in queries]
+        futures = [
+            (name, pool.submit(settle, result, outputs, wanted[name]))
+            for name, (result, outputs) in built.items()
+        ]
         failed = {name: f.exception() for name, f in futures if f.exception() is not None}
     for feature in runs:
         if feature.name in observed:

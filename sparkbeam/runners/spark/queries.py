@@ -62,6 +62,10 @@ of one waiting on Spark's scheduling, but each also starts Python workers (funct
 `transformWithState`), and too many starting at once on a small machine miss Spark's
 connect-back timeout."""
 
+_RUNNING = threading.BoundedSemaphore(SIDE_BY_SIDE)
+"""Held while a replayed query runs an epoch: at most `SIDE_BY_SIDE` at once in the process,
+however many runs are fed from how many threads."""
+
 
 class Stage:
     """One streaming query: the ancestors of `target`, with a sink that keeps each epoch's rows
@@ -165,7 +169,7 @@ class Stage:
         """Run every micro-batch the new files allow; keep their rows as one epoch."""
         schema = self.target.info.schema
         start = len(self.tables)
-        with converting(self.translation.spark):
+        with _RUNNING, converting(self.translation.spark):
             self.query.processAllAvailable()
         if self.memory is not None:
             # the memory sink appends each micro-batch's rows to its table, in batch order
