@@ -11,7 +11,7 @@ from __future__ import annotations
 import concurrent.futures
 import datetime as _dt
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -154,49 +154,97 @@ def _file_table(path: str, transform: ReadFiles, node: Node, paths: Paths) -> pa
     return pa.concat_tables(tables) if tables else arrow_schema(schema).empty_table()
 
 
-def source_epochs(node: Node, paths: Paths) -> tuple[pa.Table, ...]:
-    """A source's rows by epoch, as Arrow: a TestStream's (every epoch checked before the first
-    is fed, as on the direct runner), one for a Create, and for ReadFiles one per file in name
-    order (`streaming=True`, as the direct runner) or all files in one (read on the driver
-    through `paths`)."""
+def source_epochs(node: Node, paths: Paths) -> Iterator[pa.Table]:
+    """A source's rows by epoch, as Arrow, read and checked one epoch at a time: a
+    TestStream's, one for a Create, and for ReadFiles one per file in name order
+    (`streaming=True`, as the direct runner) or all files in one (read on the driver through
+    `paths`)."""
     transform = node.transform
     schema, label = node.info.schema, node.label
     if isinstance(transform, (TestStreamSource, Create)):
         epochs = transform.epochs if isinstance(transform, TestStreamSource) else [transform.rows]
-        return tuple(
-            to_arrow(rows_to_columns(rows, schema, label), schema, label) for rows in epochs
-        )
+        for rows in epochs:
+            yield to_arrow(rows_to_columns(rows, schema, label), schema, label)
+        return
     assert isinstance(transform, ReadFiles)
     found = data_files(transform.path, label, paths)
-    files = [_file_table(path, transform, node, paths) for path in found]
+    files = (_file_table(path, transform, node, paths) for path in found)
     if transform.streaming:
-        return tuple(files)
-    return (pa.concat_tables(files) if files else arrow_schema(schema).empty_table(),)
+        yield from files
+        return
+    tables = list(files)
+    yield pa.concat_tables(tables) if tables else arrow_schema(schema).empty_table()
 
 
 _READER = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sparkbeam-epochs")
 
 
+class _Epochs:
+    """One source's epochs as the reader publishes them; `get` waits for one."""
+
+    def __init__(self) -> None:
+        self.tables: list[pa.Table] = []
+        self.error: BaseException | None = None
+        self.ready = threading.Condition()
+
+    def publish(self, tables: Sequence[pa.Table], error: BaseException | None = None) -> None:
+        with self.ready:
+            self.tables.extend(tables)
+            self.error = error
+            self.ready.notify_all()
+
+    def get(self, index: int) -> pa.Table:
+        with self.ready:
+            self.ready.wait_for(lambda: len(self.tables) > index or self.error is not None)
+            if len(self.tables) > index:
+                return self.tables[index]
+            assert self.error is not None
+            raise self.error
+
+
 class SourceEpochs:
     """The replayed sources' epochs (`source_epochs`), read and checked once for all the
     queries that feed them (a run's stage queries and its final one; the runs `prepare` runs
-    together), in the background while those queries start."""
+    together), in the background while those queries start and run.
 
-    def __init__(self, paths: Paths) -> None:
+    With `whole`, every epoch of a source is read and checked before its first is
+    fed, as on the direct runner: a bad row in the last epoch fails the run before
+    a sink wrote anything. Without it (runs whose output is collected, where a
+    failure returns nothing either way), epoch `i + 1` is read while the queries
+    run epoch `i`.
+    """
+
+    def __init__(self, paths: Paths, whole: bool = True) -> None:
         self.paths = paths
-        self._reading: dict[int, concurrent.futures.Future[tuple[pa.Table, ...]]] = {}
+        self.whole = whole
+        self._epochs: dict[int, _Epochs] = {}
         self._lock = threading.Lock()
 
     def prefetch(self, node: Node) -> None:
         """Start reading `node`'s epochs, unless that started already."""
         with self._lock:
-            if node.id not in self._reading:
-                self._reading[node.id] = _READER.submit(source_epochs, node, self.paths)
+            if node.id in self._epochs:
+                return
+            epochs = self._epochs[node.id] = _Epochs()
+        _READER.submit(self._read, node, epochs)
 
-    def of(self, node: Node) -> tuple[pa.Table, ...]:
-        """`node`'s epochs, waiting for them (raising what reading them raised)."""
+    def _read(self, node: Node, epochs: _Epochs) -> None:
+        read: list[pa.Table] = []
+        try:
+            for table in source_epochs(node, self.paths):
+                if self.whole:
+                    read.append(table)
+                else:
+                    epochs.publish([table])
+        except BaseException as exc:  # raised where the epoch is wanted
+            epochs.publish([], exc)
+            return
+        epochs.publish(read)
+
+    def epoch(self, node: Node, index: int) -> pa.Table:
+        """Epoch `index` of `node`, waiting for it (raising what reading it raised)."""
         self.prefetch(node)
-        return self._reading[node.id].result()
+        return self._epochs[node.id].get(index)
 
 
 def epoch_count(node: Node, paths: Paths) -> int:

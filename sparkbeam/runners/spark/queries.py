@@ -152,7 +152,7 @@ class Stage:
         if reads is not None:
             for node_id, source in translation.sources.items():
                 if node_id in reads:
-                    source.put_table(translation.epochs_of(node_id)[reads[node_id]])
+                    source.put_table(translation.epoch_of(node_id, reads[node_id]))
             for origin, (node_id, mark) in translation.epoch_marks.items():
                 # the watermark this epoch's rows are judged by: the model's after the last
                 watermark = model_watermark(translation.nodes[origin], self.metrics)
@@ -359,7 +359,9 @@ class StreamingRun:
                 stage = shared.stage(nodes, nodes[origin])
                 staged_paths[origin] = shared.rows(nodes[origin])
                 self.stages.append(stage)
-        epochs = together.epochs if together is not None else SourceEpochs(self.paths)
+        # A sink's run checks every epoch before feeding the first (`SourceEpochs`).
+        whole = sink is not None
+        epochs = together.epochs if together is not None else SourceEpochs(self.paths, whole)
         final = StreamingTranslation(
             spark,
             nodes,
@@ -642,7 +644,7 @@ class ReplayedStages:
         self.spark = spark
         self.paths = paths_of(spark)
         self.staging = staging
-        self.epochs = SourceEpochs(self.paths)
+        self.epochs = SourceEpochs(self.paths, whole=False)  # their outputs are collected
         self.root: str | None = None
         self.stages: dict[int, Stage] = {}
 

@@ -224,14 +224,13 @@ class StreamingTranslation(Translation):
 
     def prefetch(self) -> None:
         """Start reading and checking the replayed sources' epochs in the background, while
-        the query starts; `epochs_of` waits for them (and raises what they raised, before
-        the first epoch is fed)."""
+        the query starts; `epoch_of` waits for each (and raises what reading it raised)."""
         for node_id in self.sources:
             self.epochs.prefetch(self.nodes[node_id])
 
-    def epochs_of(self, node_id: int) -> tuple[pa.Table, ...]:
-        """A source's rows by epoch, read once, when the query first needs them."""
-        return self.epochs.of(self.nodes[node_id])
+    def epoch_of(self, node_id: int, index: int) -> pa.Table:
+        """A source's rows of epoch `index` (`SourceEpochs`)."""
+        return self.epochs.epoch(self.nodes[node_id], index)
 
     def _channels(self, kind: str) -> dict[int, Channel]:
         prefix = f"{kind}-"
