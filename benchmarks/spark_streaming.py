@@ -8,6 +8,10 @@ variant reads the same epoch files, fed one epoch at a time with
 - `hand-written`: `withWatermark` + `groupBy(key, window)` + sum, Spark's own
   late-row rule (a row is judged by its window's end), on Spark's default
   state store (RocksDB only for the `transformWithState` variant).
+- `hand-written + end of input`: the same, then one more file holding one row
+  far in the future, which closes every window: what a hand-written query
+  needs to emit the last windows' sums too, as sparkbeam's does at the end of
+  a replayed input (its end-of-input epoch: a data and a no-data micro-batch).
 - `hand-written observed as sparkbeam`: the same, counting rows in and out
   of every step as the runner does for `metrics()`.
 - `+ dedup filter`: the same, after the runner's exact late-row filter (a
@@ -104,6 +108,14 @@ def write_files(epochs: list[list[dict[str, Any]]], directory: str) -> list[str]
         pq.write_table(pa.Table.from_pylist(rows), path)
         files.append(path)
     return files
+
+
+def end_of_input(directory: str) -> str:
+    """A file of one row far in the future, after which every window of the data is closed."""
+    path = os.path.join(directory, "zz-end.parquet")
+    end = {"key": "end", "amount": 0.0, "event_time": datetime(9000, 1, 1)}
+    pq.write_table(pa.Table.from_pylist([end]), path)
+    return path
 
 
 class PassThrough(StatefulProcessor):
@@ -265,6 +277,9 @@ def main() -> None:
     files = write_files(epochs, data)
     variants: dict[str, Callable[[], float]] = {
         "hand-written": lambda: run_query(spark, lambda d: hand_written(spark, d, None), files),
+        "hand-written + end of input": lambda: run_query(
+            spark, lambda d: hand_written(spark, d, None), [*files, end_of_input(data)]
+        ),
         "hand-written observed as sparkbeam": lambda: run_query(
             spark, lambda d: observed_hand_written(spark, d), files
         ),
