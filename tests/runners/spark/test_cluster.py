@@ -61,6 +61,7 @@ def spark_class(main: str, *args: str, log: Path) -> subprocess.Popen[bytes]:
         "SPARK_LAUNCHER_OPTS": cluster_job.SHORT_LIVED_JVM,
     }
     env.pop("PYSPARK_PYTHON", None)
+    env.pop("PYTHONPATH", None)  # the suite's may name the repository: executors lack sparkbeam
     with open(log, "wb") as out:
         return subprocess.Popen(
             [str(SPARK_HOME / "bin" / "spark-class"), main, *args],
@@ -159,6 +160,7 @@ def test_the_workers_python_has_no_sparkbeam(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         cwd=tmp_path,
+        env={name: value for name, value in os.environ.items() if name != "PYTHONPATH"},
     )
     assert done.returncode != 0
     assert "No module named 'sparkbeam'" in done.stderr
