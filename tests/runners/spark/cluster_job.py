@@ -24,9 +24,9 @@ T0 = datetime(2026, 4, 1, 10, 0)
 
 SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 """Java options for every JVM of the cluster test (master, worker, spark-class's launcher,
-drivers, executors) and the Spark Connect server's: each lives a minute or two, on two cores,
-where the optimizing compiler's and the parallel collector's threads cost more than they
-give back."""
+drivers, executors), the Spark Connect server's and test_defaults.py's `own_sessions`
+process's: each lives a minute or two, on two cores, where the optimizing compiler's and the
+parallel collector's threads cost more than they give back."""
 
 
 def at(seconds: float) -> datetime:

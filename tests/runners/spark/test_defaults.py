@@ -22,6 +22,7 @@ from sparkbeam.runners.spark.streaming import STATE_STORE
 from tests.agreement.pipelines import row_multiset
 from tests.agreement.streams import STREAM_BUILDERS
 from tests.agreement.test_streaming import run as run_stream
+from tests.runners.spark.cluster_job import SHORT_LIVED_JVM
 
 pytestmark = pytest.mark.spark
 
@@ -84,7 +85,13 @@ def own_sessions() -> subprocess.CompletedProcess[str]:
     would be reused): one Spark JVM for the tests of both what is set and what is printed."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(sb.__file__)))
     path = [root, *filter(None, [os.environ.get("PYTHONPATH")])]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path), "PYSPARK_PYTHON": sys.executable}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(path),
+        "PYSPARK_PYTHON": sys.executable,
+        # the JVM's options only: the script's sessions are the runner's, with its settings
+        "PYSPARK_SUBMIT_ARGS": f"--driver-java-options '{SHORT_LIVED_JVM}' pyspark-shell",
+    }
     return subprocess.run(
         [sys.executable, "-c", textwrap.dedent(OWN_SESSIONS)],
         capture_output=True,
