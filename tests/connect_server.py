@@ -32,6 +32,8 @@ CONF = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.driver.memory": "1g",
     "spark.sql.streaming.pollingDelay": "100ms",  # why: tests/conftest.py's SPARK_CONF
+    # why: tests/runners/spark/cluster_job.py's SHORT_LIVED_JVM (the server lives a module)
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
 }
 
 STARTUP_SECONDS = 180

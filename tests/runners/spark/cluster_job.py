@@ -22,6 +22,12 @@ import sparkbeam as sb
 
 T0 = datetime(2026, 4, 1, 10, 0)
 
+SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+"""Java options for every JVM of the cluster test (master, worker, spark-class's launcher,
+drivers, executors), the Spark Connect server's and test_defaults.py's `own_sessions`
+process's: each lives a minute or two, on two cores, where the optimizing compiler's and the
+parallel collector's threads cost more than they give back."""
+
 
 def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
@@ -132,6 +138,8 @@ if __name__ == "__main__":
         "spark.ui.enabled": "false",
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.streaming.pollingDelay": "100ms",  # why: tests/conftest.py's SPARK_CONF
+        "spark.driver.extraJavaOptions": SHORT_LIVED_JVM,
+        "spark.executor.extraJavaOptions": SHORT_LIVED_JVM,
     }
     # Replayed sources (TestStream) stage their epoch files where every executor reads
     # them: on this one-machine cluster the driver's disk is that place, named as a URI.

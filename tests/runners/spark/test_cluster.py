@@ -47,14 +47,21 @@ def wait_for(log: Path, text: str, process: subprocess.Popen[bytes], seconds: fl
             return
         if process.poll() is not None:
             break
-        time.sleep(0.5)
+        time.sleep(0.1)
     tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
     raise AssertionError(f"{log.name}: no {text!r} within {seconds} s:\n{tail}")
 
 
 def spark_class(main: str, *args: str, log: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_NO_DAEMONIZE": "1"}
+    env = {
+        **os.environ,
+        "SPARK_HOME": str(SPARK_HOME),
+        "SPARK_NO_DAEMONIZE": "1",
+        "SPARK_DAEMON_JAVA_OPTS": cluster_job.SHORT_LIVED_JVM,
+        "SPARK_LAUNCHER_OPTS": cluster_job.SHORT_LIVED_JVM,
+    }
     env.pop("PYSPARK_PYTHON", None)
+    env.pop("PYTHONPATH", None)  # the suite's may name the repository: executors lack sparkbeam
     with open(log, "wb") as out:
         return subprocess.Popen(
             [str(SPARK_HOME / "bin" / "spark-class"), main, *args],
@@ -113,7 +120,12 @@ def drivers(
     each with one of the worker's two cores: the second needs no wait for the
     first (a driver's start-up is most of its time).
     """
-    env = {**os.environ, "PYSPARK_PYTHON": str(WORKERS_PYTHON), "PYTHONPATH": str(ROOT)}
+    env = {
+        **os.environ,
+        "PYSPARK_PYTHON": str(WORKERS_PYTHON),
+        "PYTHONPATH": str(ROOT),
+        "SPARK_LAUNCHER_OPTS": cluster_job.SHORT_LIVED_JVM,
+    }
     processes = {}
     for mode in ("ship", "no-ship"):
         processes[mode] = subprocess.Popen(
@@ -148,6 +160,7 @@ def test_the_workers_python_has_no_sparkbeam(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         cwd=tmp_path,
+        env={name: value for name, value in os.environ.items() if name != "PYTHONPATH"},
     )
     assert done.returncode != 0
     assert "No module named 'sparkbeam'" in done.stderr

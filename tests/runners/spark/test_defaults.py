@@ -1,6 +1,7 @@
 """`runner="spark"` out of the box (issue 22): the session the runner starts fits a local
-master, a session it did not start keeps its settings, and the pipelines a new user writes
-with no options agree with the direct runner.
+master and prints no per-query chatter, only the error (issue 16 item 4,
+`runners/spark/quiet.py`), a session it did not start keeps its settings, and the pipelines a
+new user writes with no options agree with the direct runner.
 """
 
 from __future__ import annotations
@@ -21,15 +22,35 @@ from sparkbeam.runners.spark.streaming import STATE_STORE
 from tests.agreement.pipelines import row_multiset
 from tests.agreement.streams import STREAM_BUILDERS
 from tests.agreement.test_streaming import run as run_stream
+from tests.runners.spark.cluster_job import SHORT_LIVED_JVM
 
 pytestmark = pytest.mark.spark
 
 OWN_SESSIONS = """
+import datetime as dt
 import json
+import traceback
 import sparkbeam as sb
 
-quiet = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}
 found = {}
+# First, as a new user would (issue 16 item 4): a session the runner starts with no conf, a
+# Sort (a transformWithState, whose planning worker prints) and then a Sum that overflows.
+T = dt.datetime(2026, 1, 1)
+stream = sb.TestStream(schema={"k": str, "t": dt.datetime, "v": int})
+stream.add_epoch([{"k": "a", "t": T, "v": 2**62}, {"k": "a", "t": T, "v": 2**62}])
+runner = sb.SparkRunner(master="local[2]")
+p = sb.Pipeline(runner=runner)
+ordered = (p | stream).with_watermark("t", "1 second").sort("t")
+sums = ordered.tumble("t", "1 minute").combine_per_key(["k", "window_start"], n=sb.Sum("v"))
+try:
+    p.run().collect(sums)
+except sb.DataError:
+    traceback.print_exc()  # as the interpreter prints an uncaught one
+spark = runner.spark
+found["first"] = [spark.conf.get("spark.sql.shuffle.partitions"), runner.started_session]
+spark.stop()
+
+quiet = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}
 runner = sb.SparkRunner(master="local[2]", conf=quiet)
 spark = runner.spark
 found["local[2]"] = [spark.conf.get("spark.sql.shuffle.partitions"), runner.started_session]
@@ -41,6 +62,44 @@ found["conf 7"] = [runner.spark.conf.get("spark.sql.shuffle.partitions"), runner
 runner.spark.stop()
 print(json.dumps(found))
 """
+"""Sessions the runner starts, one after another in a fresh process (`own_sessions`): the
+first one a streaming pipeline fails on, then the ones whose settings are read."""
+
+NOISE = (
+    "TransformWithStateInPandas Python worker",
+    "Disabling AQE",
+    "is not supported in streaming DataFrames",
+    "Failed to cancel job group",
+    "SQLQueryContextLogger",
+    '"level": "ERROR"',
+    "ERROR Executor",
+    "Lost task",
+    "terminated with error",
+)
+"""What Spark printed, before `runners/spark/quiet.py`, on a session the runner started."""
+
+
+@pytest.fixture(scope="module")
+def own_sessions() -> subprocess.CompletedProcess[str]:
+    """`OWN_SESSIONS` run in a process of its own, where no session is active (this one's
+    would be reused): one Spark JVM for the tests of both what is set and what is printed."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(sb.__file__)))
+    path = [root, *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(path),
+        "PYSPARK_PYTHON": sys.executable,
+        # the JVM's options only: the script's sessions are the runner's, with its settings
+        "PYSPARK_SUBMIT_ARGS": f"--driver-java-options '{SHORT_LIVED_JVM}' pyspark-shell",
+    }
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(OWN_SESSIONS)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=600,
+    )
 
 
 def test_local_masters_and_their_cores() -> None:
@@ -61,22 +120,31 @@ def test_the_settings_of_a_session_the_runner_starts() -> None:
     assert own_conf("spark://host:7077", {"a": "1"}, {}) == {"a": "1"}  # Spark's setting
 
 
-def test_a_session_the_runner_starts_on_local_2_has_2_shuffle_partitions() -> None:
-    """In a process of its own: this one's session is active, and would be reused."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(sb.__file__)))
-    path = [root, *filter(None, [os.environ.get("PYTHONPATH")])]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path), "PYSPARK_PYTHON": sys.executable}
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(OWN_SESSIONS)],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    found = json.loads(done.stdout.strip().splitlines()[-1])
-    assert found == {"local[2]": ["2", True], "again": [True, False], "conf 7": ["7", True]}
+def test_a_session_the_runner_starts_on_local_2_has_2_shuffle_partitions(
+    own_sessions: subprocess.CompletedProcess[str],
+) -> None:
+    assert own_sessions.returncode == 0, own_sessions.stderr[-3000:]
+    found = json.loads(own_sessions.stdout.strip().splitlines()[-1])
+    assert found == {
+        "first": ["2", True],
+        "local[2]": ["2", True],
+        "again": [True, False],
+        "conf 7": ["7", True],
+    }
+
+
+def test_a_session_the_runner_starts_prints_no_chatter_and_still_the_error(
+    own_sessions: subprocess.CompletedProcess[str],
+) -> None:
+    """The first session of `OWN_SESSIONS`: a streaming pipeline with a `transformWithState`
+    whose sum overflows. Without `quiet`, every line of `NOISE` was printed before the
+    `DataError`; nor may the sessions started after it print any."""
+    printed = own_sessions.stdout + own_sessions.stderr
+    assert own_sessions.returncode == 0, printed[-3000:]
+    error = "sparkbeam.errors.DataError: CombinePerKey(k, window_start) n: a sum left the 64-bit"
+    assert error in printed
+    shown = [line for line in NOISE if line in printed]
+    assert shown == [], printed[-3000:]
 
 
 def test_conf_for_a_session_already_active_is_not_applied_but_told(spark: Any) -> None:
