@@ -53,7 +53,7 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
 import sparkbeam as sb
-from sparkbeam.runners.spark.streaming import STATE_STORE
+from sparkbeam.runners.spark.streaming import CHANGELOG, STATE_STORE
 
 START = datetime(2026, 4, 1)
 SCHEMA = T.StructType(
@@ -202,7 +202,7 @@ def starting(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
             spark.conf.unset(key)
 
 
-TWS = dict([STATE_STORE])
+TWS = dict([STATE_STORE, CHANGELOG])
 """A `transformWithState` needs the RocksDB state store; every other query keeps the session's
 provider, Spark's default (HDFS-backed), as a user's hand-written query would."""
 

@@ -51,6 +51,7 @@ from spark_streaming import (
 import sparkbeam as sb
 from sparkbeam.runners.spark.late_filter import current_watermark_filter
 from sparkbeam.runners.spark.queries import ONE_WATERMARK
+from sparkbeam.runners.spark.streaming import CHANGELOG, STATE_STORE
 from sparkbeam.schema import Schema
 
 ROWS = Schema.of({"key": str, "amount": float, "event_time": datetime})
@@ -140,7 +141,8 @@ def main() -> None:
     write_files(make_epochs(args.rows, args.epochs), data)
     assert SCHEMA.names == list(ROWS.names)
     one = dict([ONE_WATERMARK])
-    changelog = {"spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true"}
+    rocks = dict([STATE_STORE])  # RocksDB as it comes
+    changelog = dict([CHANGELOG])
     snapshots = {"spark.sql.streaming.stateStore.minDeltasForSnapshot": "1000"}
 
     def backlog(row_filter: Any, settings: dict[str, str]) -> Callable[[], float]:
@@ -150,11 +152,11 @@ def main() -> None:
 
     variants: dict[str, Callable[[], float]] = {
         "hand-written": backlog(None, {}),
-        "hand-written, RocksDB": backlog(None, TWS),
+        "hand-written, RocksDB": backlog(None, rocks),
         "+ dedup filter, one watermark": backlog(dedup_filter, one),
-        "+ dedup filter, one watermark, RocksDB": backlog(dedup_filter, {**one, **TWS}),
+        "+ dedup filter, one watermark, RocksDB": backlog(dedup_filter, {**one, **rocks}),
         "+ dedup filter, one watermark, RocksDB changelog": backlog(
-            dedup_filter, {**one, **TWS, **changelog}
+            dedup_filter, {**one, **rocks, **changelog}
         ),
         "+ dedup filter, one watermark, fewer snapshots": backlog(
             dedup_filter, {**one, **snapshots}

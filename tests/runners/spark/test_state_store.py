@@ -10,7 +10,7 @@ import pytest
 
 import sparkbeam as sb
 from sparkbeam.runners.spark.planning import ancestors
-from sparkbeam.runners.spark.streaming import STATE_STORE, StreamingTranslation
+from sparkbeam.runners.spark.streaming import CHANGELOG, STATE_STORE, StreamingTranslation
 from tests.agreement.pipelines import RowCount
 
 pytestmark = pytest.mark.spark
@@ -52,5 +52,7 @@ def test_only_queries_with_transform_with_state_start_with_rocksdb(spark: Any) -
             translation.run()
         want = STATE_STORE[1] if name in with_state else None
         assert translation.settings.get(STATE_STORE[0]) == want, name
+        changelog = CHANGELOG[1] if name in with_state else None
+        assert translation.settings.get(CHANGELOG[0]) == changelog, name
         assert (pcoll.node.id in translation.keyed_state) == (name in with_state), name
     assert spark.conf.get(STATE_STORE[0], None) is None
