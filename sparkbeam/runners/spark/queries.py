@@ -633,7 +633,33 @@ class IdleInputs:
             put_sentinel(channel, transform.column, kind, lowest + delay)
 
 
-class ReplayedStages:
+class SharedStages:
+    """Stage queries that several runs share, one per origin, with their files under `root`:
+    a checkpoint location that stays, or (None) a temporary directory made when first needed
+    and deleted by `cleanup`."""
+
+    def __init__(self, spark: SparkSession, root: str | None, staging: str | None) -> None:
+        self.spark = spark
+        self.paths = paths_of(spark)
+        self.keep = root is not None
+        self.root = root
+        self.staging = staging
+        self.stages: dict[int, Stage] = {}
+
+    def stop(self) -> None:
+        for stage in self.stages.values():
+            if stage.query is not None:
+                stage.query.stop()
+
+    def cleanup(self) -> None:
+        """Stop every stage; delete the temporary directory (not a checkpoint location)."""
+        self.stop()
+        if not self.keep and self.root is not None:
+            with contextlib.suppress(Exception):  # a cleanup: the run's outcome is what counts
+                self.paths.delete(self.root)
+
+
+class ReplayedStages(SharedStages):
     """The stage queries of replayed merges, one per origin, shared by the runs `replay` feeds
     together (`SparkStreamingResult.prepare`), with their sources' epochs: where four
     collected PCollections read the same two `WithWatermark`s, two stage queries instead of
@@ -641,12 +667,8 @@ class ReplayedStages:
     by `cleanup` once every run stopped."""
 
     def __init__(self, spark: SparkSession, staging: str | None) -> None:
-        self.spark = spark
-        self.paths = paths_of(spark)
-        self.staging = staging
+        super().__init__(spark, None, staging)
         self.epochs = SourceEpochs(self.paths, whole=False)  # their outputs are collected
-        self.root: str | None = None
-        self.stages: dict[int, Stage] = {}
 
     def stage(self, nodes: Sequence[Node], node: Node) -> Stage:
         """The stage query of origin `node`, planned and translated on first use."""
@@ -666,17 +688,8 @@ class ReplayedStages:
         self.stages[node.id] = stage
         return stage
 
-    def cleanup(self) -> None:
-        """Stop every stage; delete their directory."""
-        for stage in self.stages.values():
-            if stage.query is not None:
-                stage.query.stop()
-        if self.root is not None:
-            with contextlib.suppress(Exception):  # a cleanup: the run's outcome is what counts
-                self.paths.delete(self.root)
 
-
-class LiveStages:
+class LiveStages(SharedStages):
     """The stage queries of a pipeline's live merges, one per origin, shared by its sinks.
 
     Each writes the rows its `WithWatermark` passes with Spark's file sink
@@ -687,14 +700,6 @@ class LiveStages:
     label (`stage-<label>`: `checkpoint`, `rows`, `feed`), which a pipeline
     built again keeps.
     """
-
-    def __init__(self, spark: SparkSession, root: str | None, staging: str | None) -> None:
-        self.spark = spark
-        self.paths = paths_of(spark)
-        self.keep = root is not None
-        self.root = root
-        self.staging = staging
-        self.stages: dict[int, Stage] = {}
 
     def directory(self, node: Node) -> str:
         if self.root is None:
@@ -726,15 +731,3 @@ class LiveStages:
         stage.shared = True
         self.stages[node.id] = stage
         return stage
-
-    def stop(self) -> None:
-        for stage in self.stages.values():
-            if stage.query is not None:
-                stage.query.stop()
-
-    def cleanup(self) -> None:
-        """Stop every stage; delete the temporary directory (not a checkpoint location)."""
-        self.stop()
-        if not self.keep and self.root is not None:
-            with contextlib.suppress(Exception):  # a cleanup: the run's outcome is what counts
-                self.paths.delete(self.root)
