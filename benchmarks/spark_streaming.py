@@ -207,34 +207,49 @@ TWS = dict([STATE_STORE, CHANGELOG])
 provider, Spark's default (HDFS-backed), as a user's hand-written query would."""
 
 
+@contextlib.contextmanager
+def counting_query(
+    spark: SparkSession, frame: Callable[[], DataFrame], settings: dict[str, str] | None
+) -> Iterator[Any]:
+    """A started query of `frame()` whose sink only counts each micro-batch's rows (as a
+    user's cheapest `foreachBatch`), with `settings` while it starts; stopped, and its
+    checkpoint deleted, on leaving."""
+    work = tempfile.mkdtemp(prefix="sparkbeam-bench-")
+    count = [0]
+
+    def sink(batch: DataFrame, batch_id: int) -> None:
+        count[0] += batch.count()
+
+    with starting(spark, settings or {}):
+        query = (
+            frame()
+            .writeStream.foreachBatch(sink)
+            .outputMode("append")
+            .option("checkpointLocation", os.path.join(work, "checkpoint"))
+            .start()
+        )
+    try:
+        yield query
+    finally:
+        query.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def run_query(
     spark: SparkSession,
     frame_for: Callable[[str], DataFrame],
     files: list[str],
     settings: dict[str, str] | None = None,
 ) -> float:
-    work = tempfile.mkdtemp(prefix="sparkbeam-bench-")
-    source = os.path.join(work, "in")
-    os.makedirs(source)
-    count = [0]
-
-    def sink(batch: DataFrame, batch_id: int) -> None:
-        count[0] += batch.count()
-
+    """Seconds to run the query of `frame_for(directory)` over `files`, copied into the
+    directory one at a time, each processed before the next (as the runner feeds epochs)."""
+    source = tempfile.mkdtemp(prefix="sparkbeam-bench-in-")
     start = time.perf_counter()
-    with starting(spark, settings or {}):
-        query = (
-            frame_for(source)
-            .writeStream.foreachBatch(sink)
-            .outputMode("append")
-            .option("checkpointLocation", os.path.join(work, "checkpoint"))
-            .start()
-        )
-    for path in files:
-        shutil.copy(path, os.path.join(source, os.path.basename(path)))
-        query.processAllAvailable()
-    query.stop()
-    shutil.rmtree(work, ignore_errors=True)
+    with counting_query(spark, lambda: frame_for(source), settings) as query:
+        for path in files:
+            shutil.copy(path, os.path.join(source, os.path.basename(path)))
+            query.processAllAvailable()
+    shutil.rmtree(source, ignore_errors=True)
     return time.perf_counter() - start
 
 

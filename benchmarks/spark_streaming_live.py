@@ -26,7 +26,6 @@ variant runs to the end of the backlog (`processAllAvailable()`):
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 import time
@@ -40,11 +39,11 @@ from spark_streaming import (
     SCHEMA,
     TWS,
     arguments,
+    counting_query,
     hand_written,
     make_epochs,
     measure,
     session,
-    starting,
     write_files,
 )
 
@@ -91,24 +90,10 @@ def run_backlog(
     data: str,
     settings: dict[str, str] | None = None,
 ) -> float:
-    work = tempfile.mkdtemp(prefix="sparkbeam-bench-")
-    count = [0]
-
-    def sink(batch: DataFrame, batch_id: int) -> None:
-        count[0] += batch.count()
-
+    """Seconds to run the query of `frame_for(data)` through every file waiting there."""
     start = time.perf_counter()
-    with starting(spark, settings or {}):
-        query = (
-            frame_for(data)
-            .writeStream.foreachBatch(sink)
-            .outputMode("append")
-            .option("checkpointLocation", os.path.join(work, "checkpoint"))
-            .start()
-        )
-    query.processAllAvailable()
-    query.stop()
-    shutil.rmtree(work, ignore_errors=True)
+    with counting_query(spark, lambda: frame_for(data), settings) as query:
+        query.processAllAvailable()
     return time.perf_counter() - start
 
 
