@@ -307,11 +307,11 @@ def main() -> None:
         common = ["--rows", str(rows), "--epochs", str(epochs), "--repeat", repeat]
         streaming = spark_script(
             "spark_streaming.py",
-            [*common, "--variants", "hand-written,hand-written + end of input,sparkbeam"],
+            [*common, "--variants", "hand-written;hand-written + end of input;sparkbeam"],
         )
         spark_lines(f"spark streaming, {epochs} epochs", streaming, 0.25, lines, targets)
         live = spark_script(
-            "spark_streaming_live.py", [*common, "--variants", "hand-written,sparkbeam"]
+            "spark_streaming_live.py", [*common, "--variants", "hand-written;sparkbeam"]
         )
         spark_lines(f"spark streaming, live, {epochs} files", live, 0.60, lines, targets)
     if "spark-defaults" in sections:

@@ -275,7 +275,9 @@ def arguments(doc: str | None, rows: int) -> argparse.Namespace:
     parser.add_argument("--rows", type=int, default=rows)
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument(
-        "--variants", default="", help="comma-separated names to run (default: all)"
+        "--variants",
+        default="",
+        help="names to run, separated by ';' (names hold commas; default: all)",
     )
     parser.add_argument(
         "--repeat", type=int, default=1, help="rounds of every variant, interleaved (median)"
@@ -350,7 +352,7 @@ def measure(variants: dict[str, Callable[[], float]], args: argparse.Namespace, 
     that a change in the machine's load falls on every variant alike); print the median of
     each as a table, or one JSON line for run.py."""
     if args.variants:
-        wanted = {"hand-written", *args.variants.split(",")}
+        wanted = {"hand-written", *args.variants.split(";")}
         variants = {name: run for name, run in variants.items() if name in wanted}
     variants["hand-written"]()  # warm-up
     spark = SparkSession.getActiveSession()
