@@ -153,6 +153,19 @@ def stateful(frame: DataFrame, judges: Sequence[Column], delay_ms: int = 0) -> D
     return with_watermark_metadata(frame.withColumn(JUDGE, judge), JUDGE, delay_ms)
 
 
+ROW_ID = "__sparkbeam_row"
+
+
+def first_seen(frame: DataFrame) -> DataFrame:
+    """The rows of `frame` (with `JUDGE`, from `stateful`) that are not late: Spark's
+    deduplication keyed on the judge and a random row id (every row its own key) drops only
+    the rows whose judge is at or below its watermark for late events, and keeps each key
+    until its judge closes. Exact where that watermark is the current batch's (a no-data
+    batch between two epochs, or `ONE_WATERMARK`: `late_filter`)."""
+    keyed = frame.withColumn(ROW_ID, F.expr("uuid()"))
+    return keyed.dropDuplicates([ROW_ID, JUDGE]).drop(ROW_ID, JUDGE)
+
+
 def with_watermark_metadata(frame: DataFrame, column: str, delay_ms: int = 0) -> DataFrame:
     """`frame` with Spark's watermark metadata on `column`, which its stateful operators then
     key their watermark on.

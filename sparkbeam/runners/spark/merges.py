@@ -7,13 +7,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from sparkbeam.graph import Node
 from sparkbeam.runners.spark import limits
 from sparkbeam.runners.spark.arrow import spark_schema
-from sparkbeam.runners.spark.judges import Judge
+from sparkbeam.runners.spark.judges import Judge, first_seen, stateful
 from sparkbeam.runners.spark.late_filter import (
     current_watermark_filter,
     late_against_current_watermark,
@@ -52,6 +52,25 @@ def require_separable_origins(run: StreamingTranslation, node: Node) -> None:
         raise limits.CHAINED_WATERMARKS.error(node.label)
 
 
+def not_late(
+    run: StreamingTranslation,
+    frame: DataFrame,
+    schema: Schema,
+    judges: Sequence[Column],
+    label: str,
+) -> DataFrame:
+    """The rows of `frame` (columns `schema`) not late on any of `judges` at a merge.
+
+    Where the runner feeds the epochs (a no-data batch runs between two), Spark's watermark
+    for late events is the current batch's: its deduplication is the exact filter
+    (`judges.first_seen`), in the JVM. Over live sources the final query runs batches back
+    to back: a `transformWithState` compares with the current batch's watermark
+    (`late_filter.current_watermark_filter`)."""
+    if run.live:
+        return current_watermark_filter(frame, schema, judges, label)
+    return first_seen(stateful(frame, judges))
+
+
 def judged_sides(
     run: StreamingTranslation,
     node: Node,
@@ -82,7 +101,7 @@ def judged_sides(
         kind = schemas[port].type_of(window_keys[0])
         output = prefixed[port].with_columns((LATE_WATERMARK, kind))
         judged = [entry.judge for entry in late]
-        passed = current_watermark_filter(frame, prefixed[port], judged, node.label)
+        passed = not_late(run, frame, prefixed[port], judged, node.label)
         kept.append(passed.observe(f"out_{node.id}_{port}", F.count(F.lit(1)).alias("rows")))
         rows = late_against_current_watermark(frame, prefixed[port], late, output, node.label)
         other = prefixed[1 - port]

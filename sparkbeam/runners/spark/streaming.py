@@ -36,6 +36,7 @@ from sparkbeam.runners.spark.judges import (
     Judge,
     as_spark_time,
     derive_judges,
+    first_seen,
     own_judge,
     stateful,
     with_watermark_metadata,
@@ -49,7 +50,12 @@ from sparkbeam.runners.spark.late_filter import (
 )
 from sparkbeam.runners.spark.live import live_files
 from sparkbeam.runners.spark.live_merges import staged_rows
-from sparkbeam.runners.spark.merges import judged_sides, may_idle, require_separable_origins
+from sparkbeam.runners.spark.merges import (
+    judged_sides,
+    may_idle,
+    not_late,
+    require_separable_origins,
+)
 from sparkbeam.runners.spark.observed import LATEST, observed
 from sparkbeam.runners.spark.paths import paths_of
 from sparkbeam.runners.spark.python_combine import combine_stream
@@ -79,8 +85,6 @@ from sparkbeam.transforms.sources import Create, TestStreamSource
 from sparkbeam.transforms.union import Union
 from sparkbeam.transforms.watermark import WithWatermark
 from sparkbeam.transforms.windows import WINDOW_START, Hop, Session, Tumble
-
-ROW_ID = "__sparkbeam_row"
 
 STATE_STORE = (
     "spark.sql.streaming.stateStore.providerClass",
@@ -395,8 +399,7 @@ def with_watermark(translation: Translation, node: Node, inputs: Sequence[DataFr
     if run.late_filter == "current":
         filtered = current_watermark_filter(marked, schema, [F.col(JUDGE)], node.label)
     else:
-        kept = marked.withColumn(ROW_ID, F.expr("uuid()"))
-        filtered = kept.dropDuplicates([ROW_ID, JUDGE]).drop(ROW_ID, JUDGE)
+        filtered = first_seen(marked)
     run.counted_as[f"n_{node.id}"] = f"out_{node.id}"
     return Made(filtered, judged=marked, invalid=invalid)
 
@@ -701,7 +704,7 @@ def union(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> 
     output = schema.with_columns((LATE_WATERMARK, schema.type_of(late[0].column)))
     late_rows = late_against_current_watermark(merged, schema, late, output, node.label)
     counted = merged.observe(f"in_{node.id}", F.count(F.lit(1)).alias("rows"))
-    kept = current_watermark_filter(counted, schema, [entry.judge for entry in late], node.label)
+    kept = not_late(run, counted, schema, [entry.judge for entry in late], node.label)
     out = kept.observe(f"out_{node.id}", F.count(F.lit(1)).alias("rows"))
     return Made(out, late=late_rows, policy=transform.policy)
 
