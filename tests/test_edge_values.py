@@ -220,3 +220,27 @@ def test_integer_times_beyond_what_spark_holds_are_a_data_error_on_spark_streami
     text = str(caught.value)
     assert text.startswith("Ticks: the Spark runner holds integer event times"), text
     assert '"n":2' in text and "java." not in text
+
+
+@pytest.mark.spark
+def test_integer_times_beyond_what_spark_holds_where_watermarks_meet(spark_runner: Any) -> None:
+    """Where two `WithWatermark`s meet, the runner judges each one's epochs itself (no stage
+    query: `fed_stage`): a time beyond `INT_TIME_RANGE` is the same `DataError`, even on a row
+    that would be late there (it is never dropped as late instead)."""
+    from sparkbeam.runners.spark.judges import INT_TIME_RANGE
+
+    now_us = 1_775_037_600_000_000
+    ticks = sb.TestStream({"n": int, "t": int})
+    ticks.add_epoch([{"n": 1, "t": now_us}])
+    ticks.add_epoch([{"n": 2, "t": INT_TIME_RANGE[0] - 1}])  # below the watermark too
+    other = sb.TestStream({"n": int, "t": int})
+    other.add_epoch([{"n": 3, "t": now_us}])
+    p = sb.Pipeline(runner=spark_runner)
+    left = p | "left" >> ticks | "Ticks" >> sb.WithWatermark("t", delay=0)
+    right = p | "right" >> other | "Other" >> sb.WithWatermark("t", delay=0)
+    merged = left.union(right)
+    with pytest.raises(sb.DataError) as caught:
+        p.run().collect(merged)
+    text = str(caught.value)
+    assert text.startswith("Ticks: the Spark runner holds integer event times"), text
+    assert '"n":2' in text and "java." not in text

@@ -441,10 +441,13 @@ def test_idle_inputs_on_spark_streaming_are_the_direct_runners(spark_runner: Any
         result = p.run()
         if isinstance(runner, sb.SparkRunner):
             result.prepare(*outputs)
-            # Four WithWatermarks meet in twos: one stage query each serves all four outputs
+            # Four WithWatermarks meet in twos: one stage each serves all four outputs
             # (the runner's internals: `SparkStreamingResult.runs`, `StreamingRun.stages`).
-            stages = {id(s) for o in outputs for s in result.runs[o.node.id].stages[:-1]}
+            stages = {id(s): s for o in outputs for s in result.runs[o.node.id].stages[:-1]}
             assert len(stages) == 4
+            # Each reads its source straight: the runner judges its epochs, with no query
+            # (`queries.FedStage`).
+            assert all(stage.query is None for stage in stages.values())
         return {
             "epochs": [by_epoch(result, pcoll) for pcoll in outputs],
             "late": (result.late_count(merged), result.late_count(joined)),

@@ -116,6 +116,14 @@ INT_TIME_RANGE = (-(SHIFT_MICROS // 1000), FAR_FUTURE_INT // 2)
 the shift, in milliseconds) is 0, to half the sentinel's (room for sizes and delays), about
 4.5e15: microseconds since 1970 up to the year 2111, milliseconds far beyond."""
 
+INT_TIME_OUTSIDE = (
+    f"the Spark runner holds integer event times from {INT_TIME_RANGE[0]} to "
+    f"{INT_TIME_RANGE[1]} (Spark keeps them as milliseconds moved by {-INT_TIME_RANGE[0]}, in "
+    "64-bit microseconds, and ends the input beyond them), the direct runner any 64-bit "
+    "integer; filter such rows out or use a smaller unit"
+)
+"""What a `DataError` says of an integer event time outside `INT_TIME_RANGE`."""
+
 
 CALENDAR_SPAN_MICROS = MAX_MICROS - MIN_MICROS
 

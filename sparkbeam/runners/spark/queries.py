@@ -8,7 +8,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import datetime as _dt
-import functools
+import operator
 import re
 import threading
 import uuid
@@ -32,6 +32,7 @@ from sparkbeam.runners.spark.epochs import (
     is_replayed,
     put_sentinel,
 )
+from sparkbeam.runners.spark.fed_stage import FedWatermark
 from sparkbeam.runners.spark.judges import Judge
 from sparkbeam.runners.spark.live import Sink
 from sparkbeam.runners.spark.live_merges import slug, stage_sink
@@ -248,6 +249,63 @@ class Stage:
             self.watermark_ms = spark_time_ms(text)
 
 
+class FedStage(Stage):
+    """A stage the runner runs itself, with no query: a `WithWatermark` read straight from a
+    replayed source (`StreamingTranslation.epoch_marks`), judged on each epoch's Arrow rows
+    (`fed_stage`). Its translation is planned as a stage query's (the same refusals and
+    judges) but never started."""
+
+    def __init__(
+        self, translation: StreamingTranslation, target: Node, outputs: Sequence[Channel]
+    ) -> None:
+        super().__init__(translation, target, outputs)
+        source_id, _ = translation.epoch_marks[target.id]
+        self.source_id = source_id
+        self.fed = FedWatermark(translation.nodes[source_id], target)
+
+    @staticmethod
+    def fits(translation: StreamingTranslation, target: Node) -> bool:
+        """Whether the stage of `target` reads nothing but the source it judges."""
+        marked = translation.epoch_marks.get(target.id)
+        return (
+            not translation.live
+            and marked is not None
+            and translation.selected == {marked[0], target.id}
+        )
+
+    def start(self, trigger: str | None = None) -> None:
+        self.translation.prefetch()
+
+    def step(self, reads: dict[int, int]) -> None:
+        if self.source_id in reads:
+            table = self.translation.epoch_of(self.source_id, reads[self.source_id])
+        else:  # held back or ended: an epoch with no rows
+            table = self.fed.no_rows()
+        passed, counted = self.fed.judge(table, self.metrics)
+        for output in self.outputs:
+            output.put_table(passed)
+        self.counted = {}
+        for key, value in counted.items():
+            if key.split(".", 1)[1].startswith(LATEST):  # the largest so far
+                before = self.metrics.get(key)
+                self.metrics[key] = value if before is None else max(before, value)
+            else:
+                self.metrics[key] = self.metrics.get(key, 0) + value
+                self.counted[key] = value
+        self.latest = self.fed.emitted_latest
+        self.record_watermark()
+
+    def end(self) -> None:
+        for output in self.outputs:  # the end of input brings no rows of this stage
+            output.put_table(self.fed.no_rows())
+
+    def record_watermark(self) -> None:
+        self.watermark_ms = self.fed.spark_watermark_ms()
+
+    def collect_metrics(self) -> dict[str, int]:
+        return self.counted
+
+
 _SPARK_TIME = re.compile(r"^([+-]?\d{4,})-(\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)(Z|[+-]\d\d:\d\d)?$")
 _DAYS_PER_400_YEARS = 146_097
 
@@ -385,7 +443,8 @@ class StreamingRun:
                 translation = StreamingTranslation(
                     spark, nodes, directory, ancestors(nodes, node), epochs=epochs
                 )
-                self.stages.append(Stage(translation, node, [output]))
+                kind = FedStage if FedStage.fits(translation, node) else Stage
+                self.stages.append(kind(translation, node, [output]))
         if self.live:
             # Back-to-back batches: judge late rows by the current batch's watermark.
             if stateful_depth(nodes, needed) <= 2:
@@ -538,7 +597,7 @@ def replay(runs: Sequence[StreamingRun]) -> None:
         idles = [IdleInputs(run.stages[:-1], run.final.translation) for run in runs]
         while any(read[s] < counts[s] for s in counts):
             reads = {s: read[s] for s in counts if s not in held and read[s] < counts[s]}
-            step = functools.partial(Stage.step, reads=reads)
+            step = operator.methodcaller("step", reads)
             side_by_side(list(stages.values()), step, nodes)
             for idle in idles:
                 idle.mark()
@@ -548,8 +607,9 @@ def replay(runs: Sequence[StreamingRun]) -> None:
             if first.alignment is not None:
                 running = {s for s in counts if read[s] < counts[s]}
                 held = first.alignment.held(running, first._watermark, lambda origin: False)
-        side_by_side(list(stages.values()), Stage.end, nodes)
-        side_by_side(finals, Stage.end, nodes)
+        end = operator.methodcaller("end")
+        side_by_side(list(stages.values()), end, nodes)
+        side_by_side(finals, end, nodes)
     finally:
         for run in runs:
             run.stop()
@@ -682,7 +742,8 @@ class ReplayedStages(SharedStages):
             self.spark, nodes, directory, ancestors(nodes, node), epochs=self.epochs
         )
         translation.run()
-        stage = Stage(translation, node)
+        stage = FedStage(translation, node, []) if FedStage.fits(translation, node) else None
+        stage = stage or Stage(translation, node)
         stage.checkpoint = join(self.root, f"checkpoint-{node.id}")
         stage.shared = True
         self.stages[node.id] = stage

@@ -30,6 +30,7 @@ from sparkbeam.runners.spark.epochs import (
     is_replayed,
 )
 from sparkbeam.runners.spark.judges import (
+    INT_TIME_OUTSIDE,
     INT_TIME_RANGE,
     JUDGE,
     MAX_DELAY_MS,
@@ -469,13 +470,8 @@ def _held_time(time: Column, kind: type, label: str, schema: Schema) -> Column:
     if kind is _dt.datetime:
         return held
     low, high = INT_TIME_RANGE
-    message = (
-        f"the Spark runner holds integer event times from {low} to {high} (Spark keeps them as "
-        f"milliseconds moved by {-low}, in 64-bit microseconds, and ends the input beyond "
-        "them), the direct runner any 64-bit integer; filter such rows out or use a smaller unit"
-    )
     outside = ~F.col(SENTINEL) & ((time < F.lit(low)) | (time > F.lit(high)))
-    return fail_when(outside, held, label, schema, message)
+    return fail_when(outside, held, label, schema, INT_TIME_OUTSIDE)
 
 
 def restamp(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
