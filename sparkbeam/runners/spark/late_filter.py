@@ -156,18 +156,25 @@ def late_against_current_watermark(
 
 
 def epoch_watermark_filter(
-    frame: DataFrame, schema: Schema, column: str, mark: str
+    frame: DataFrame, schema: Schema, column: str, mark: str, held: str
 ) -> tuple[DataFrame, DataFrame]:
-    """The rows of `frame` (columns `schema` and `mark`) not late, and the late ones with their
-    watermark (`LATE_WATERMARK`), where `mark` holds the model's watermark of `column` for
-    each row's epoch, in the column's units (None: no watermark yet, nothing is late).
+    """The rows of `frame` (columns `schema`, `mark` and `held`) not late, and the late ones
+    with their watermark (`LATE_WATERMARK`), where `mark` holds the model's watermark of
+    `column` for each row's epoch, in the column's units (None: no watermark yet, nothing is
+    late), and `held` the event time Spark's watermark is declared on.
 
     A row is late when its time is below the watermark (`time < wm`, the model's rule, which
-    the judges of the stateful filters compile to Spark's `J <= W`)."""
+    the judges of the stateful filters compile to Spark's `J <= W`). Each filter is one
+    conjunct that names `held`, so that Spark's optimizer cannot push it below the watermark:
+    there the late rows' filter would leave the other rows (and the end of input) out of the
+    watermark's statistics, and the watermark the query reports would lag."""
     kind = schema.type_of(column)
     time = F.unix_micros(column) if kind is _dt.datetime else F.col(column)
     watermark = F.col(mark)
-    kept = frame.filter(watermark.isNull() | (time >= watermark)).select(*schema.names)
+    below = time < watermark
+    not_late = F.coalesce(~below, F.col(held).isNotNull())
+    kept = frame.filter(not_late).select(*schema.names)
     named = F.timestamp_micros(watermark) if kind is _dt.datetime else watermark
-    late = frame.filter(time < watermark).select(*schema.names, named.alias(LATE_WATERMARK))
+    late_rows = frame.filter(F.coalesce(below, F.col(held).isNull()))
+    late = late_rows.select(*schema.names, named.alias(LATE_WATERMARK))
     return kept, late

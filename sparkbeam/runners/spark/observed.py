@@ -5,7 +5,7 @@ largest value of each watermarked column, read back for `metrics()` and `late_co
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -19,6 +19,7 @@ from sparkbeam.runners.spark.translate import (
 )
 from sparkbeam.time import ONE_MICROSECOND, from_micros
 from sparkbeam.transforms.watermark import WithWatermark
+from sparkbeam.transforms.windows import WINDOW_END, WINDOW_START, Tumble
 
 LATEST = "latest"
 """Observed fields named so hold the largest value over micro-batches, not the sum."""
@@ -33,6 +34,46 @@ def observed(node: Node, frame: DataFrame) -> DataFrame:
         value = units(F.col(column), schema.type_of(column))
         fields.append(F.max(value).alias(f"{LATEST}_{i}"))
     return frame.observe(f"n_{node.id}", *fields)
+
+
+Derive = Callable[[Mapping[str, Any]], dict[str, Any]]
+"""A node's counts (`n_<id>.rows`, `n_<id>.latest_<i>`) from the metrics of its input."""
+
+
+def tumble_counts(node: Node, source: Node) -> Derive | None:
+    """A `Tumble`'s counts from its input's, so that it needs no observation of its own: it
+    emits one row per input row, and each watermarked column's largest value is the input's
+    (passed through) or its window bound, a monotone function of the largest event time.
+    None where the input counts no largest value of a column this needs."""
+    transform = node.transform
+    assert isinstance(transform, Tumble)
+    spec = transform.spec(source.info.schema, node.label)
+    before = sorted(source.info.watermarked)
+    time = transform.column
+    wanted: list[tuple[int, int, int]] = []
+    """Per watermarked output column: its index, its input column's index, what to add."""
+    for i, column in enumerate(sorted(node.info.watermarked)):
+        bound = {WINDOW_START: 0, WINDOW_END: spec.size}.get(column)
+        read = time if bound is not None else column
+        if read not in before:
+            return None
+        wanted.append((i, before.index(read), -1 if bound is None else bound))
+
+    def derive(metrics: Mapping[str, Any]) -> dict[str, Any]:
+        rows = metrics.get(f"n_{source.id}.rows")
+        if rows is None:
+            return {}
+        out: dict[str, Any] = {f"n_{node.id}.rows": rows}
+        for i, j, bound in wanted:
+            latest = metrics.get(f"n_{source.id}.{LATEST}_{j}")
+            if latest is None:
+                continue
+            if bound >= 0:  # the window's start (and end) of the latest time
+                latest = latest - (latest - spec.offset) % spec.size + bound
+            out[f"n_{node.id}.{LATEST}_{i}"] = latest
+        return out
+
+    return derive
 
 
 def observed_fields(metric: Any) -> dict[str, Any]:

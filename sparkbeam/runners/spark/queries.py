@@ -220,19 +220,24 @@ class Stage:
                 continue
             self.seen_batches.add(progress["batchId"])
             for name, metric in observed.items():
-                fields = observed_fields(metric)
-                also = self.translation.counted_as.get(name)
-                if also is not None:
-                    fields = {**fields, **{f"{also}.rows": fields["rows"]}}
-                for field, value in fields.items():
-                    key = field if "." in field else f"{name}.{field}"
-                    if field.startswith(LATEST):  # the largest value so far (None: no rows)
+                fields: dict[str, Any] = {}
+                for field, value in observed_fields(metric).items():
+                    key = field if "." in field else f"{name}.{field}"  # fields named by key
+                    fields[key] = value
+                    owner, short = key.split(".", 1)
+                    also = self.translation.counted_as.get(owner)
+                    if also is not None and short == "rows":
+                        fields[f"{also}.rows"] = value
+                for key, value in fields.items():
+                    if key.split(".", 1)[1].startswith(LATEST):  # the largest so far (None: none)
                         if value is not None:
                             before = self.metrics.get(key)
                             self.metrics[key] = value if before is None else max(before, value)
                         continue
                     self.metrics[key] = self.metrics.get(key, 0) + int(value)
                     counted[key] = counted.get(key, 0) + int(value)
+        for derive in self.translation.derived.values():  # in graph order
+            self.metrics.update(derive(self.metrics))
         return counted
 
     def stateful(self) -> bool:

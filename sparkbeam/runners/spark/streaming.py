@@ -57,7 +57,7 @@ from sparkbeam.runners.spark.merges import (
     not_late,
     require_separable_origins,
 )
-from sparkbeam.runners.spark.observed import LATEST, observed
+from sparkbeam.runners.spark.observed import LATEST, Derive, observed, tumble_counts
 from sparkbeam.runners.spark.paths import paths_of
 from sparkbeam.runners.spark.python_combine import combine_stream
 from sparkbeam.runners.spark.python_functions import fail_when
@@ -201,6 +201,16 @@ class StreamingTranslation(Translation):
         for source_id, mark in self.epoch_marks.values():
             marks.setdefault(f"source-{source_id}", []).append(mark)
         self.marked_sources = {source_id for source_id, _ in self.epoch_marks.values()}
+        self.counts_source: dict[int, int] = {}
+        """Sources a `WithWatermark` in `epoch_marks` counts (`n_<id>`) with its own input, in
+        one observation (`_declare_watermark`): the first that reads each."""
+        for node_id, (source_id, _) in sorted(self.epoch_marks.items(), reverse=True):
+            self.counts_source[source_id] = node_id
+        self.counted_inside = set(self.epoch_marks) | set(self.counts_source)
+        """Nodes counted by another's observation, not by one of their own (`observed`)."""
+        self.derived: dict[int, Derive] = {}
+        """Nodes whose counts follow from their input's, counted by this query
+        (`observed.tumble_counts`): `Stage.collect_metrics` adds them."""
         self.marked: dict[int, DataFrame] = {}
         """A source's frame with its epoch watermarks (`epoch_marks`), before they are
         dropped for its other readers."""
@@ -280,8 +290,12 @@ class StreamingTranslation(Translation):
                 self._merge_policy(node, made.policy)
             self.made[node.id] = made
             frame = made.frame
-            if node.id not in self.staged:  # an earlier stage counts a staged node
-                frame = observed(node, frame)
+            if isinstance(node.transform, Tumble) and node.inputs[0] not in self.staged:
+                derive = tumble_counts(node, self.nodes[node.inputs[0]])
+                if derive is not None:
+                    self.derived[node.id] = derive
+            if node.id not in self.staged | self.counted_inside | set(self.derived):
+                frame = observed(node, frame)  # else counted elsewhere
             if node.id in self.marked_sources:  # for its other readers, without the marks
                 self.marked[node.id] = frame
                 frame = frame.select(*node.info.schema.names)
@@ -389,8 +403,14 @@ def with_watermark(translation: Translation, node: Node, inputs: Sequence[DataFr
         # Fed straight from a replayed source: its epoch files hold the watermark each row is
         # judged by, a stateless filter (exact: `late_filter`).
         source, mark = run.epoch_marks[node.id]
-        real = _declare_watermark(run, node, run.marked[source], counted=True)
-        passed, late = epoch_watermark_filter(real, schema, column, mark)
+        # One observation counts the source, this node's input and what its filter passes.
+        kept = time.isNotNull() & (F.col(mark).isNull() | (units(time, kind) >= F.col(mark)))
+        counts = _counted(node, kept)
+        if run.counts_source.get(source) == node.id:
+            counts += _counted(run.nodes[source], F.lit(True))
+        marked = run.marked[source]
+        real = _declare_watermark(run, node, marked, counted=True, also=counts, keep_time=True)
+        passed, late = epoch_watermark_filter(real, schema, column, mark, SPARK_TIME)
         run.counted_as[f"n_{node.id}"] = f"out_{node.id}"  # the filter's output is the node's
         return Made(passed, invalid=invalid, late=late)
     # Elsewhere (live sources, an input computed in the query) a stateful filter.
@@ -405,17 +425,39 @@ def with_watermark(translation: Translation, node: Node, inputs: Sequence[DataFr
     return Made(filtered, judged=marked, invalid=invalid)
 
 
+SPARK_TIME = "__sparkbeam_event_time"
+"""The event time as Spark holds it, which its watermark is declared on (`_declare_watermark`)."""
+
 SPARK_MAX_DELAY_MS = (2**63 - 1) // 1000
 """The largest watermark delay Spark parses: `withWatermark`'s interval is kept in microseconds
 (a 64-bit integer); beyond it Spark fails with CANNOT_PARSE_INTERVAL."""
 
 
+def _counted(node: Node, rows: Column) -> list[Column]:
+    """What `observed` counts of `node`, on the rows where `rows` holds among a
+    `WithWatermark`'s input (the end-of-input sentinel left out), as fields named by key."""
+    real = rows & ~F.col(SENTINEL)
+    schema = node.info.schema
+    fields = [F.count(F.when(real, 1)).alias(f"n_{node.id}.rows")]
+    for i, column in enumerate(sorted(node.info.watermarked)):
+        value = units(F.col(column), schema.type_of(column))
+        fields.append(F.max(F.when(real, value)).alias(f"n_{node.id}.{LATEST}_{i}"))
+    return fields
+
+
 def _declare_watermark(
-    run: StreamingTranslation, node: Node, frame: DataFrame, counted: bool
+    run: StreamingTranslation,
+    node: Node,
+    frame: DataFrame,
+    counted: bool,
+    also: Sequence[Column] = (),
+    keep_time: bool = False,
 ) -> DataFrame:
     """Spark's watermark for a `WithWatermark` node over `frame`, with the end-of-input sentinel.
 
-    Rows with no event time are dropped (counted as invalid when `counted`).
+    Rows with no event time are dropped (counted as invalid when `counted`, with `also`:
+    fields of the same observation, `_counted`). With `keep_time`, the event time as Spark
+    holds it stays, as `SPARK_TIME`.
     """
     transform = node.transform
     assert isinstance(transform, WithWatermark)
@@ -449,8 +491,9 @@ def _declare_watermark(
             F.count(F.when(time.isNull(), 1)).alias("invalid"),
             # the largest event time, late rows included (`observed.model_watermark`)
             F.max(F.when(valid, units(time, kind))).alias(LATEST),
+            *also,
         )
-    spark_time = "__sparkbeam_event_time"
+    spark_time = SPARK_TIME
     marked = (
         events.filter(time.isNotNull())
         .withColumn(spark_time, _held_time(time, kind, node.label, schema))
@@ -459,7 +502,8 @@ def _declare_watermark(
     # One conjunct that names the event time, so the optimizer cannot push it below
     # the watermark (the sentinel must reach the watermark's statistics).
     not_sentinel = ~F.col(SENTINEL) | F.col(spark_time).isNull()
-    return marked.filter(not_sentinel).drop(SENTINEL, spark_time)
+    real = marked.filter(not_sentinel).drop(SENTINEL)
+    return real if keep_time else real.drop(spark_time)
 
 
 def _held_time(time: Column, kind: type, label: str, schema: Schema) -> Column:
