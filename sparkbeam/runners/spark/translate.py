@@ -207,6 +207,13 @@ def files_schema(
     return Schema(tuple((name, schema.type_of(name) if name in schema else str) for name in header))
 
 
+def _timed(translation: Translation, node: Node, column: str) -> bool:
+    """Whether `column` of `node`'s input is never None: its input is a `WithWatermark` on it,
+    which drops (and counts) the rows without it."""
+    source = translation.nodes[node.inputs[0]].transform
+    return isinstance(source, WithWatermark) and source.column == column
+
+
 def _require_time(frame: DataFrame, column: str, label: str, schema: Schema) -> DataFrame:
     """Fail the job with a `DataError` naming the row if `column` is None (as the direct runner)."""
     message = (
@@ -354,6 +361,10 @@ def select(translation: Translation, node: Node, inputs: Sequence[DataFrame]) ->
     return inputs[0].select(*columns)
 
 
+WINDOW_START_UNITS = "__sparkbeam_window_start"
+"""A `Tumble`'s window start in its column's units, before it is named (`tumble`)."""
+
+
 @translates(Tumble)
 def tumble(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
     transform = node.transform
@@ -364,12 +375,17 @@ def tumble(translation: Translation, node: Node, inputs: Sequence[DataFrame]) ->
     t = units(F.col(transform.column), kind)
     start = t - F.pmod(t - _long(spec.offset), _long(spec.size))
     start = _in_calendar(start, _long(spec.size), kind, node.label, schema)
-    frame = _require_time(inputs[0], transform.column, node.label, schema)
-    return frame.select(
+    frame = inputs[0]
+    if not _timed(translation, node, transform.column):
+        frame = _require_time(frame, transform.column, node.label, schema)
+    # the start once (its checks too), then both bounds from it
+    started = frame.select("*", start.alias(WINDOW_START_UNITS))
+    bound = F.col(WINDOW_START_UNITS)
+    return started.select(
         "*",
-        from_units(start, kind).alias(WINDOW_START),
-        from_units(start + _long(spec.size), kind).alias(WINDOW_END),
-    )
+        from_units(bound, kind).alias(WINDOW_START),
+        from_units(bound + _long(spec.size), kind).alias(WINDOW_END),
+    ).drop(WINDOW_START_UNITS)
 
 
 @translates(Hop)
@@ -387,7 +403,9 @@ def hop(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> Da
         F.array().cast("array<bigint>")
     )
     start = F.explode(starts).alias("__sparkbeam_start")
-    frame = _require_time(inputs[0], transform.column, node.label, schema)
+    frame = inputs[0]
+    if not _timed(translation, node, transform.column):
+        frame = _require_time(frame, transform.column, node.label, schema)
     exploded = frame.select("*", start)
     begin = _in_calendar(F.col("__sparkbeam_start"), size, kind, node.label, schema)
     return exploded.select(
