@@ -77,14 +77,13 @@ class FedWatermark:
         watermark = model_watermark(node, metrics)
         times = _units(table, self.column)
         valid = pc.is_valid(times)
-        timed = table.filter(valid)
-        timed_times = _units(timed, self.column)
+        timed, timed_times = table.filter(valid), times.filter(valid)
         if self.kind is not _dt.datetime:
             self._check_range(timed, timed_times)
-        if watermark is None:
-            passed = timed
-        else:
-            passed = timed.filter(pc.greater_equal(timed_times, pa.scalar(watermark, pa.int64())))
+        passed, passed_times = timed, timed_times
+        if watermark is not None:
+            kept = pc.greater_equal(timed_times, pa.scalar(watermark, pa.int64()))
+            passed, passed_times = timed.filter(kept), timed_times.filter(kept)
         counted: dict[str, Any] = {
             f"n_{source.id}.rows": table.num_rows,
             f"in_{node.id}.rows": timed.num_rows,
@@ -102,12 +101,13 @@ class FedWatermark:
             )
             if self.spark_latest_ms is None or held_ms > self.spark_latest_ms:
                 self.spark_latest_ms = held_ms
-        emitted = _largest(_units(passed, self.column))
+        emitted = _largest(passed_times)
         if emitted is not None and (self.emitted_latest is None or emitted > self.emitted_latest):
             self.emitted_latest = emitted
         for owner, rows in ((source, table), (node, passed)):
             for i, column in enumerate(sorted(owner.info.watermarked)):
-                value = _largest(_units(rows, column))
+                own = owner is node and column == self.column
+                value = emitted if own else _largest(_units(rows, column))
                 if value is not None:
                     counted[f"n_{owner.id}.{LATEST}_{i}"] = value
         return passed, counted

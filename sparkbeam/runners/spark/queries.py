@@ -228,17 +228,22 @@ class Stage:
                     also = self.translation.counted_as.get(owner)
                     if also is not None and short == "rows":
                         fields[f"{also}.rows"] = value
-                for key, value in fields.items():
-                    if key.split(".", 1)[1].startswith(LATEST):  # the largest so far (None: none)
-                        if value is not None:
-                            before = self.metrics.get(key)
-                            self.metrics[key] = value if before is None else max(before, value)
-                        continue
-                    self.metrics[key] = self.metrics.get(key, 0) + int(value)
-                    counted[key] = counted.get(key, 0) + int(value)
+                self.add_counts(fields, counted)
         for derive in self.translation.derived.values():  # in graph order
             self.metrics.update(derive(self.metrics))
         return counted
+
+    def add_counts(self, fields: dict[str, Any], counted: dict[str, int]) -> None:
+        """Add one micro-batch's (or epoch's) observed fields, by key, to `metrics` (a largest
+        value stays the largest so far; None: no rows) and its row counts to `counted`."""
+        for key, value in fields.items():
+            if key.split(".", 1)[1].startswith(LATEST):
+                if value is not None:
+                    before = self.metrics.get(key)
+                    self.metrics[key] = value if before is None else max(before, value)
+                continue
+            self.metrics[key] = self.metrics.get(key, 0) + int(value)
+            counted[key] = counted.get(key, 0) + int(value)
 
     def stateful(self) -> bool:
         """Whether the query has a stateful operator (Spark runs a no-data batch after a data
@@ -268,16 +273,6 @@ class FedStage(Stage):
         self.source_id = source_id
         self.fed = FedWatermark(translation.nodes[source_id], target)
 
-    @staticmethod
-    def fits(translation: StreamingTranslation, target: Node) -> bool:
-        """Whether the stage of `target` reads nothing but the source it judges."""
-        marked = translation.epoch_marks.get(target.id)
-        return (
-            not translation.live
-            and marked is not None
-            and translation.selected == {marked[0], target.id}
-        )
-
     def start(self, trigger: str | None = None) -> None:
         self.translation.prefetch()
 
@@ -286,17 +281,11 @@ class FedStage(Stage):
             table = self.translation.epoch_of(self.source_id, reads[self.source_id])
         else:  # held back or ended: an epoch with no rows
             table = self.fed.no_rows()
-        passed, counted = self.fed.judge(table, self.metrics)
+        passed, fields = self.fed.judge(table, self.metrics)
         for output in self.outputs:
             output.put_table(passed)
         self.counted = {}
-        for key, value in counted.items():
-            if key.split(".", 1)[1].startswith(LATEST):  # the largest so far
-                before = self.metrics.get(key)
-                self.metrics[key] = value if before is None else max(before, value)
-            else:
-                self.metrics[key] = self.metrics.get(key, 0) + value
-                self.counted[key] = value
+        self.add_counts(fields, self.counted)
         self.latest = self.fed.emitted_latest
         self.record_watermark()
 
@@ -309,6 +298,21 @@ class FedStage(Stage):
 
     def collect_metrics(self) -> dict[str, int]:
         return self.counted
+
+
+def stage_of(
+    translation: StreamingTranslation, target: Node, outputs: Sequence[Channel] = ()
+) -> Stage:
+    """The stage of origin `target`: a `FedStage` where it reads nothing but the replayed
+    source it judges, else a query."""
+    marked = translation.epoch_marks.get(target.id)
+    if (
+        not translation.live
+        and marked is not None
+        and translation.selected == {marked[0], target.id}
+    ):
+        return FedStage(translation, target, outputs)
+    return Stage(translation, target, outputs)
 
 
 _SPARK_TIME = re.compile(r"^([+-]?\d{4,})-(\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)(Z|[+-]\d\d:\d\d)?$")
@@ -448,8 +452,7 @@ class StreamingRun:
                 translation = StreamingTranslation(
                     spark, nodes, directory, ancestors(nodes, node), epochs=epochs
                 )
-                kind = FedStage if FedStage.fits(translation, node) else Stage
-                self.stages.append(kind(translation, node, [output]))
+                self.stages.append(stage_of(translation, node, [output]))
         if self.live:
             # Back-to-back batches: judge late rows by the current batch's watermark.
             if stateful_depth(nodes, needed) <= 2:
@@ -747,8 +750,7 @@ class ReplayedStages(SharedStages):
             self.spark, nodes, directory, ancestors(nodes, node), epochs=self.epochs
         )
         translation.run()
-        stage = FedStage(translation, node, []) if FedStage.fits(translation, node) else None
-        stage = stage or Stage(translation, node)
+        stage = stage_of(translation, node, [])
         stage.checkpoint = join(self.root, f"checkpoint-{node.id}")
         stage.shared = True
         self.stages[node.id] = stage
