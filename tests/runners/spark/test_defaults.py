@@ -7,10 +7,7 @@ new user writes with no options agree with the direct runner.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-import textwrap
 import warnings
 from typing import Any
 
@@ -22,48 +19,9 @@ from sparkbeam.runners.spark.streaming import STATE_STORE
 from tests.agreement.pipelines import row_multiset
 from tests.agreement.streams import STREAM_BUILDERS
 from tests.agreement.test_streaming import run as run_stream
-from tests.runners.spark.cluster_job import SHORT_LIVED_JVM
+from tests.runners.spark.own_sessions import PROCESS, start
 
 pytestmark = pytest.mark.spark
-
-OWN_SESSIONS = """
-import datetime as dt
-import json
-import traceback
-import sparkbeam as sb
-
-found = {}
-# First, as a new user would (issue 16 item 4): a session the runner starts with no conf, a
-# Sort (a transformWithState, whose planning worker prints) and then a Sum that overflows.
-T = dt.datetime(2026, 1, 1)
-stream = sb.TestStream(schema={"k": str, "t": dt.datetime, "v": int})
-stream.add_epoch([{"k": "a", "t": T, "v": 2**62}, {"k": "a", "t": T, "v": 2**62}])
-runner = sb.SparkRunner(master="local[2]")
-p = sb.Pipeline(runner=runner)
-ordered = (p | stream).with_watermark("t", "1 second").sort("t")
-sums = ordered.tumble("t", "1 minute").combine_per_key(["k", "window_start"], n=sb.Sum("v"))
-try:
-    p.run().collect(sums)
-except sb.DataError:
-    traceback.print_exc()  # as the interpreter prints an uncaught one
-spark = runner.spark
-found["first"] = [spark.conf.get("spark.sql.shuffle.partitions"), runner.started_session]
-spark.stop()
-
-quiet = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}
-runner = sb.SparkRunner(master="local[2]", conf=quiet)
-spark = runner.spark
-found["local[2]"] = [spark.conf.get("spark.sql.shuffle.partitions"), runner.started_session]
-again = sb.SparkRunner()  # no options: the session now active, as it is
-found["again"] = [again.spark is spark, again.started_session]
-spark.stop()
-runner = sb.SparkRunner(master="local[2]", conf={**quiet, "spark.sql.shuffle.partitions": "7"})
-found["conf 7"] = [runner.spark.conf.get("spark.sql.shuffle.partitions"), runner.started_session]
-runner.spark.stop()
-print(json.dumps(found))
-"""
-"""Sessions the runner starts, one after another in a fresh process (`own_sessions`): the
-first one a streaming pipeline fails on, then the ones whose settings are read."""
 
 NOISE = (
     "TransformWithStateInPandas Python worker",
@@ -80,26 +38,11 @@ NOISE = (
 
 
 @pytest.fixture(scope="module")
-def own_sessions() -> subprocess.CompletedProcess[str]:
-    """`OWN_SESSIONS` run in a process of its own, where no session is active (this one's
-    would be reused): one Spark JVM for the tests of both what is set and what is printed."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(sb.__file__)))
-    path = [root, *filter(None, [os.environ.get("PYTHONPATH")])]
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(path),
-        "PYSPARK_PYTHON": sys.executable,
-        # the JVM's options only: the script's sessions are the runner's, with its settings
-        "PYSPARK_SUBMIT_ARGS": f"--driver-java-options '{SHORT_LIVED_JVM}' pyspark-shell",
-    }
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(OWN_SESSIONS)],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-        timeout=600,
-    )
+def own_sessions(request: pytest.FixtureRequest) -> subprocess.CompletedProcess[str]:
+    """What `own_sessions.SCRIPT` printed, and how it ended."""
+    process = request.config.stash.get(PROCESS, None) or start()
+    stdout, stderr = process.communicate(timeout=600)
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
 def test_local_masters_and_their_cores() -> None:
@@ -200,12 +143,12 @@ def test_a_session_passed_in_keeps_its_own_settings(spark: Any) -> None:
     assert fitting.conf.get(STATE_STORE[0], None) is None
 
 
-@pytest.mark.parametrize("name", ["merged_origins", "sessions", "sorted"])
-def test_a_new_users_pipeline_with_no_options_agrees_with_the_direct_runner(
-    name: str, spark: Any
-) -> None:
+def test_a_new_users_pipeline_with_no_options_agrees_with_the_direct_runner(spark: Any) -> None:
     """`sb.Pipeline(runner="spark")`, nothing else: with the suite's session active,
-    `getOrCreate` would return it, and the runner uses it as it is."""
+    `getOrCreate` would return it, and the runner uses it as it is. One pipeline of the
+    agreement suite (`tests/agreement/test_streaming.py` runs them all on this session): two
+    watermarks meeting at a union, windows and late rows."""
+    name = "merged_origins"
     before = spark.conf.getAll
     direct, direct_counts = run_stream(STREAM_BUILDERS[name], sb.DirectRunner())
     p = sb.Pipeline(runner="spark")

@@ -1,0 +1,81 @@
+"""test_defaults.py's sessions the runner starts, run in a process of their own.
+
+`tests/conftest.py` starts the process as the suite's collection ends (`PROCESS`), so that
+its Spark JVM runs beside the suite's, which leaves a core idle about a fifth of the time;
+test_defaults.py's `own_sessions` waits for it (or starts it, run alone).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import sparkbeam as sb
+from tests.runners.spark.cluster_job import SHORT_LIVED_JVM
+
+PROCESS = pytest.StashKey[subprocess.Popen[str]]()
+"""The process `tests/conftest.py` started, in the config's stash."""
+
+SCRIPT = """
+import datetime as dt
+import json
+import traceback
+import sparkbeam as sb
+
+found = {}
+# First, as a new user would (issue 16 item 4): a session the runner starts with no conf, a
+# Sort (a transformWithState, whose planning worker prints) and then a Sum that overflows.
+T = dt.datetime(2026, 1, 1)
+stream = sb.TestStream(schema={"k": str, "t": dt.datetime, "v": int})
+stream.add_epoch([{"k": "a", "t": T, "v": 2**62}, {"k": "a", "t": T, "v": 2**62}])
+runner = sb.SparkRunner(master="local[2]")
+p = sb.Pipeline(runner=runner)
+ordered = (p | stream).with_watermark("t", "1 second").sort("t")
+sums = ordered.tumble("t", "1 minute").combine_per_key(["k", "window_start"], n=sb.Sum("v"))
+try:
+    p.run().collect(sums)
+except sb.DataError:
+    traceback.print_exc()  # as the interpreter prints an uncaught one
+spark = runner.spark
+found["first"] = [spark.conf.get("spark.sql.shuffle.partitions"), runner.started_session]
+spark.stop()
+
+quiet = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}
+runner = sb.SparkRunner(master="local[2]", conf=quiet)
+spark = runner.spark
+found["local[2]"] = [spark.conf.get("spark.sql.shuffle.partitions"), runner.started_session]
+again = sb.SparkRunner()  # no options: the session now active, as it is
+found["again"] = [again.spark is spark, again.started_session]
+spark.stop()
+runner = sb.SparkRunner(master="local[2]", conf={**quiet, "spark.sql.shuffle.partitions": "7"})
+found["conf 7"] = [runner.spark.conf.get("spark.sql.shuffle.partitions"), runner.started_session]
+runner.spark.stop()
+print(json.dumps(found))
+"""
+"""Sessions the runner starts, one after another in a fresh process (`start`): the
+first one a streaming pipeline fails on, then the ones whose settings are read."""
+
+
+def start() -> subprocess.Popen[str]:
+    """`SCRIPT` started in a process of its own, where no session is active (the suite's
+    would be reused): one Spark JVM for the tests of both what is set and what is printed."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(sb.__file__)))
+    path = [root, *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(path),
+        "PYSPARK_PYTHON": sys.executable,
+        # the JVM's options only: the script's sessions are the runner's, with its settings
+        "PYSPARK_SUBMIT_ARGS": f"--driver-java-options '{SHORT_LIVED_JVM}' pyspark-shell",
+    }
+    return subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(SCRIPT)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
