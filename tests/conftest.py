@@ -13,6 +13,8 @@ from hypothesis import HealthCheck, settings
 import sparkbeam as sb
 from tests.connect_server import ConnectServer, connect_mode
 
+pytest_plugins = ["tests.interrupt"]
+
 settings.register_profile(
     "ci",
     derandomize=True,
