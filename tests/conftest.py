@@ -51,6 +51,14 @@ SPARK_CONF = {
 }
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that uses a SparkSession (the suite's or a Connect one) carries the `spark`
+    marker, also where its module does not say so: `-m "not spark"` runs no Spark."""
+    for item in items:
+        if {"spark", "connect_spark"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.spark)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     if any("own_sessions" in getattr(item, "fixturenames", ()) for item in session.items):
         from tests.runners.spark import own_sessions
