@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, settings
 import sparkbeam as sb
 from tests.connect_server import ConnectServer, connect_mode
 
-pytest_plugins = ["tests.interrupt"]
+pytest_plugins = ["tests.interrupt", "tests.runners.spark.own_sessions"]
 
 settings.register_profile(
     "ci",
@@ -57,23 +57,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if {"spark", "connect_spark"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.spark)
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    if any("own_sessions" in getattr(item, "fixturenames", ()) for item in session.items):
-        from tests.runners.spark import own_sessions
-
-        session.config.stash[own_sessions.PROCESS] = own_sessions.start()
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    """Never leave the `own_sessions` process running (a run stopped early, `-x`)."""
-    from tests.runners.spark import own_sessions
-
-    process = config.stash.get(own_sessions.PROCESS, None)
-    if process is not None and process.poll() is None:
-        process.kill()
-        process.communicate()
 
 
 LAKE = "viewfs://lake/data"

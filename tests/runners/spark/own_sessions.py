@@ -1,8 +1,9 @@
 """test_defaults.py's sessions the runner starts, run in a process of their own.
 
-`tests/conftest.py` starts the process as the suite's collection ends (`PROCESS`), so that
-its Spark JVM runs beside the suite's, which leaves a core idle about a fifth of the time;
-test_defaults.py's `own_sessions` waits for it (or starts it, run alone).
+A pytest plugin (`tests/conftest.py` loads it): it starts the process as the suite's
+collection ends, when test_defaults.py's `own_sessions` is among the tests, so that its
+Spark JVM runs beside the suite's, which leaves a core idle about a fifth of the time; the
+fixture waits for it (`process`), and the process never outlives the suite.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import sparkbeam as sb
 from tests.runners.spark.cluster_job import SHORT_LIVED_JVM
 
 PROCESS = pytest.StashKey[subprocess.Popen[str]]()
-"""The process `tests/conftest.py` started, in the config's stash."""
+"""The process, once started, in the config's stash."""
 
 SCRIPT = """
 import datetime as dt
@@ -79,3 +80,23 @@ def start() -> subprocess.Popen[str]:
         text=True,
         env=env,
     )
+
+
+def process(config: pytest.Config) -> subprocess.Popen[str]:
+    """The process of this suite (`config`), started now if it was not yet."""
+    if PROCESS not in config.stash:
+        config.stash[PROCESS] = start()
+    return config.stash[PROCESS]
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if any("own_sessions" in getattr(item, "fixturenames", ()) for item in session.items):
+        process(session.config)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Never leave the process running (a run stopped early: `-x`, Ctrl-C, SIGTERM)."""
+    running = config.stash.get(PROCESS, None)
+    if running is not None and running.poll() is None:
+        running.kill()
+        running.communicate()

@@ -19,7 +19,7 @@ from sparkbeam.runners.spark.streaming import STATE_STORE
 from tests.agreement.pipelines import row_multiset
 from tests.agreement.streams import STREAM_BUILDERS
 from tests.agreement.test_streaming import run as run_stream
-from tests.runners.spark.own_sessions import PROCESS, start
+from tests.runners.spark.own_sessions import process
 
 pytestmark = pytest.mark.spark
 
@@ -40,9 +40,9 @@ NOISE = (
 @pytest.fixture(scope="module")
 def own_sessions(request: pytest.FixtureRequest) -> subprocess.CompletedProcess[str]:
     """What `own_sessions.SCRIPT` printed, and how it ended."""
-    process = request.config.stash.get(PROCESS, None) or start()
-    stdout, stderr = process.communicate(timeout=600)
-    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+    running = process(request.config)
+    stdout, stderr = running.communicate(timeout=600)
+    return subprocess.CompletedProcess(running.args, running.returncode, stdout, stderr)
 
 
 def test_local_masters_and_their_cores() -> None:
