@@ -26,13 +26,12 @@ inputs' derived values (`policy="max"`: the maximum).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-
-import attrs
+from dataclasses import dataclass
 
 from sparkbeam.time import floor_to
 
 
-@attrs.frozen
+@dataclass(frozen=True)
 class Add:
     """`value + amount`: a shift (`col + duration`), or part of a window bound."""
 
@@ -42,7 +41,7 @@ class Add:
         return value + self.amount
 
 
-@attrs.frozen
+@dataclass(frozen=True)
 class Floor:
     """`value` floored to the grid `offset + k * unit` (a window start, a truncation)."""
 
@@ -63,7 +62,7 @@ def apply_steps(value: int, steps: Iterable[Step]) -> int:
     return value
 
 
-@attrs.frozen
+@dataclass(frozen=True)
 class Derived:
     """Output `column`'s watermark: input column `source`'s, through `steps`."""
 
@@ -82,7 +81,7 @@ def passing(columns: Iterable[str]) -> tuple[Derived, ...]:
     return tuple(Derived(column, column) for column in columns)
 
 
-@attrs.frozen
+@dataclass(frozen=True)
 class WatermarkRule:
     """A transform's output watermarks, as data (module docstring)."""
 

@@ -9,9 +9,8 @@ the inputs when the transform is applied). `Pipeline` and `PCollection` live in
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import MISSING, dataclass, fields
 from typing import TYPE_CHECKING
-
-import attrs
 
 from sparkbeam.derivation import NO_WATERMARKS, WatermarkRule
 from sparkbeam.errors import PipelineError
@@ -21,7 +20,7 @@ if TYPE_CHECKING:
     from sparkbeam.pipeline import PCollection
 
 
-@attrs.frozen
+@dataclass(frozen=True)
 class EdgeInfo:
     """What is known of a PCollection when the pipeline is built."""
 
@@ -31,7 +30,7 @@ class EdgeInfo:
     """Columns that may carry a watermark on this edge."""
 
 
-@attrs.frozen(eq=False)
+@dataclass(frozen=True, eq=False)
 class Node:
     """One applied primitive transform: the graph's unit.
 
@@ -46,6 +45,11 @@ class Node:
     info: EdgeInfo
     rule: WatermarkRule = NO_WATERMARKS
     """How the output watermarks follow from the inputs' (`transform.watermark_rule`)."""
+
+    def __repr__(self) -> str:
+        # By label: a transform that holds its other inputs (a `Union`'s, a `Join`'s)
+        # shows them so, not the whole graph upstream.
+        return f"<node {self.label!r}>"
 
 
 class PTransform:
@@ -129,14 +133,31 @@ def input_node(pcoll: PCollection, transform: str) -> Node:
     return node
 
 
-def node_labels(nodes: Node | tuple[Node, ...]) -> str:
-    """How a transform shows the nodes of its inputs: by label, not the whole graph upstream."""
-    if isinstance(nodes, Node):
-        return f"<node {nodes.label!r}>"
-    return f"({', '.join(node_labels(node) for node in nodes)})"
+def init_fields(transform: object, *values: object) -> None:
+    """Set a frozen transform's fields, in their order, from its own `__init__`.
+
+    A transform's constructor takes what the user writes (`Sort(column, keys)`,
+    `CombinePerKey(keys, **aggregates)`) and stores it normalized; the fields
+    it leaves out take their defaults. Frozen dataclasses from the standard
+    library, not a third-party package: Spark's Python workers unpickle these
+    values and may have nothing installed but PySpark's own requirements.
+    """
+    specs = fields(transform)  # type: ignore[arg-type]
+    if len(values) > len(specs):
+        raise TypeError(f"{type(transform).__name__}: {len(values)} values for {len(specs)} fields")
+    for index, spec in enumerate(specs):
+        if index < len(values):
+            value = values[index]
+        elif spec.default is not MISSING:
+            value = spec.default
+        elif spec.default_factory is not MISSING:
+            value = spec.default_factory()
+        else:
+            raise TypeError(f"{type(transform).__name__}: no value for the field {spec.name!r}")
+        object.__setattr__(transform, spec.name, value)
 
 
-@attrs.frozen
+@dataclass(frozen=True)
 class Labelled:
     """`"label" >> transform`."""
 

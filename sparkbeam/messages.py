@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-import attrs
 
-
-@attrs.frozen
+@dataclass(frozen=True)
 class Watermark:
     """`Watermark(column, value)`: every later row on this edge has `row[column] >= value`.
 

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-import attrs
 
-
-@attrs.frozen
+@dataclass(frozen=True)
 class TransformMetrics:
     """The counters of one transform after a run (`result.metrics()[label]`).
 
@@ -33,8 +32,8 @@ class TransformMetrics:
     rows_out: int
     late_rows: int = 0
     invalid_rows: int = 0
-    watermarks: Mapping[str, Any] = attrs.field(factory=dict)
-    watermark_lag: Mapping[str, Any] = attrs.field(factory=dict)
+    watermarks: Mapping[str, Any] = field(default_factory=dict)
+    watermark_lag: Mapping[str, Any] = field(default_factory=dict)
     state_size: int | None = None
     peak_state_size: int | None = None
 

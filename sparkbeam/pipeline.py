@@ -13,10 +13,9 @@ from __future__ import annotations
 import importlib
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from types import TracebackType
 from typing import Any, Protocol, overload
-
-import attrs
 
 from sparkbeam import paths
 from sparkbeam.errors import PipelineError
@@ -149,7 +148,7 @@ class Pipeline:
         with paths.using(getattr(self.runner, "paths", None)):
             info = transform.infer(infos, full_label)
         rule = transform.watermark_rule(infos, full_label)
-        info = attrs.evolve(info, watermarked=rule.outputs([i.watermarked for i in infos]))
+        info = replace(info, watermarked=rule.outputs([i.watermarked for i in infos]))
         node = Node(
             len(self.nodes), full_label, transform, tuple(n.id for n in all_inputs), info, rule
         )

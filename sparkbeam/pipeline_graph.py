@@ -29,9 +29,8 @@ import importlib.util
 import os
 import shutil
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
-
-import attrs
 
 from sparkbeam.graph import Node
 from sparkbeam.metrics import TransformMetrics
@@ -47,7 +46,7 @@ SIDE_KINDS = ("LateRows", "InvalidRows")
 _DROPPING = (WithWatermark, Union, Join)
 
 
-@attrs.frozen
+@dataclass(frozen=True)
 class GraphNode:
     """One applied transform: its `label` (as `metrics()` has it), its `kind` (the public
     name of what was applied: `"TestStream"`, `"Tumble"`, `"LateRows"`, ...), what the
@@ -61,7 +60,7 @@ class GraphNode:
     """Whether it drops rows as late or invalid (`WithWatermark`, `Union`, `Join`)."""
 
 
-@attrs.frozen
+@dataclass(frozen=True)
 class GraphEdge:
     """Rows flowing from the transform labelled `source` into the one labelled `target`.
 
@@ -78,7 +77,7 @@ class GraphEdge:
     rows: int | None = None
 
 
-@attrs.frozen
+@dataclass(frozen=True)
 class PipelineGraph:
     """A pipeline's transforms and edges, as text (`to_dot`, `to_mermaid`) or a picture."""
 

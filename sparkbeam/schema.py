@@ -15,9 +15,8 @@ from __future__ import annotations
 import datetime as _dt
 import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar, Final
-
-import attrs
 
 from sparkbeam.errors import DataError, PipelineError
 from sparkbeam.time import EPOCH, ONE_MICROSECOND, from_micros, to_micros
@@ -91,7 +90,7 @@ def _column_type(value: object, column: str) -> type:
     raise PipelineError(f"column {column!r} has type {value!r}: use one of {names}")
 
 
-@attrs.frozen
+@dataclass(frozen=True)
 class Schema:
     """Ordered column names with their types."""
 

@@ -23,12 +23,11 @@ from __future__ import annotations
 import datetime as _dt
 import typing
 from collections.abc import Sequence
-
-import attrs
+from dataclasses import dataclass
 
 from sparkbeam.derivation import WatermarkRule, passing
 from sparkbeam.errors import PipelineError
-from sparkbeam.graph import EdgeInfo, PrimitiveTransform
+from sparkbeam.graph import EdgeInfo, PrimitiveTransform, init_fields
 from sparkbeam.schema import Schema, list_of, type_name
 from sparkbeam.transforms.validation import column_names, single_input
 
@@ -81,7 +80,7 @@ class AggregateFn:
         return kind
 
 
-@attrs.frozen
+@dataclass(frozen=True)
 class Count(AggregateFn):
     """The number of rows in the group, or of non-None values of `column`."""
 
@@ -93,7 +92,7 @@ class Count(AggregateFn):
         return int
 
 
-@attrs.frozen
+@dataclass(frozen=True)
 class Sum(AggregateFn):
     """The sum of the non-None values; an integer for an integer column."""
 
@@ -103,7 +102,7 @@ class Sum(AggregateFn):
         return self._input_type(schema, label, _NUMERIC, "a numeric (int or float)")
 
 
-@attrs.frozen
+@dataclass(frozen=True)
 class Mean(AggregateFn):
     """The mean of the non-None values, as a float (`None` when there are none)."""
 
@@ -114,7 +113,7 @@ class Mean(AggregateFn):
         return float
 
 
-@attrs.frozen
+@dataclass(frozen=True)
 class Min(AggregateFn):
     """The smallest non-None value."""
 
@@ -124,7 +123,7 @@ class Min(AggregateFn):
         return self._input_type(schema, label, _ORDERED, "an ordered")
 
 
-@attrs.frozen
+@dataclass(frozen=True)
 class Max(AggregateFn):
     """The largest non-None value."""
 
@@ -134,7 +133,7 @@ class Max(AggregateFn):
         return self._input_type(schema, label, _ORDERED, "an ordered")
 
 
-@attrs.frozen
+@dataclass(frozen=True)
 class CountDistinct(AggregateFn):
     """The number of distinct non-None values (NaN equals NaN)."""
 
@@ -145,7 +144,7 @@ class CountDistinct(AggregateFn):
         return int
 
 
-@attrs.frozen
+@dataclass(frozen=True)
 class CollectSet(AggregateFn):
     """The distinct non-None values as a sorted list (NaN last); empty when there are none."""
 
@@ -155,7 +154,7 @@ class CollectSet(AggregateFn):
         return list_of(self._input_type(schema, label, _ORDERED, "an ordered"))
 
 
-@attrs.frozen
+@dataclass(frozen=True)
 class ValueBy(AggregateFn):
     """`value` of the row that is best by `by`: the base of `MinBy` and `MaxBy`."""
 
@@ -176,19 +175,19 @@ class ValueBy(AggregateFn):
         return self._input_type(schema, label, _ORDERED, "an ordered")
 
 
-@attrs.frozen
+@dataclass(frozen=True)
 class MinBy(ValueBy):
     """`value` of the row with the least non-None `by`; among ties the least `value`
     (None least); None when no row has a `by`."""
 
 
-@attrs.frozen
+@dataclass(frozen=True)
 class MaxBy(ValueBy):
     """`value` of the row with the greatest non-None `by`; among ties the greatest `value`
     (None least); None when no row has a `by`."""
 
 
-@attrs.frozen
+@dataclass(frozen=True)
 class Any(AggregateFn):
     """True when a non-None value is True; None when there are no non-None values."""
 
@@ -198,7 +197,7 @@ class Any(AggregateFn):
         return self._input_type(schema, label, (bool,), "a bool")
 
 
-@attrs.frozen
+@dataclass(frozen=True)
 class All(AggregateFn):
     """True when every non-None value is True; None when there are no non-None values."""
 
@@ -227,7 +226,7 @@ def _aggregate_type(name: str, aggregate: object, schema: Schema, label: str) ->
     return kind if isinstance(kind, type) else object
 
 
-@attrs.frozen(init=False)
+@dataclass(frozen=True, init=False)
 class CombinePerKey(PrimitiveTransform):
     """Group by `keys` and aggregate: `CombinePerKey(["k"], n=sb.Count(), total=sb.Sum("v"))`.
 
@@ -243,7 +242,7 @@ class CombinePerKey(PrimitiveTransform):
             raise PipelineError(
                 "CombinePerKey: name at least one aggregate, for example n=sb.Count()"
             )
-        self.__attrs_init__(key_tuple, tuple(aggregates.items()))
+        init_fields(self, key_tuple, tuple(aggregates.items()))
 
     def default_label(self) -> str:
         return f"CombinePerKey({', '.join(self.keys)})"

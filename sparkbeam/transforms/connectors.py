@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
-
-import attrs
 
 from sparkbeam.derivation import WatermarkRule, passing
 from sparkbeam.errors import PipelineError, described
-from sparkbeam.graph import EdgeInfo, PrimitiveTransform
+from sparkbeam.graph import EdgeInfo, PrimitiveTransform, init_fields
 from sparkbeam.schema import Row, Schema
 from sparkbeam.transforms.validation import single_input
 
@@ -48,7 +47,7 @@ KNOWN_SCHEMAS: dict[str, Schema] = {
 """The fixed schemas of connectors that have one (the default `schema=` for them)."""
 
 
-@attrs.frozen(eq=False, init=False)
+@dataclass(frozen=True, eq=False, init=False)
 class ReadFromSpark(PrimitiveTransform):
     """Rows from one of Spark's connectors: `ReadFromSpark("kafka", {"subscribe": "orders", ...})`.
 
@@ -70,7 +69,7 @@ class ReadFromSpark(PrimitiveTransform):
         if not isinstance(format, str) or not format:
             raise PipelineError(f"ReadFromSpark: format={format!r}; give a Spark source name")
         pairs = tuple(sorted((str(k), str(v)) for k, v in (options or {}).items()))
-        self.__attrs_init__(format, pairs, None if schema is None else Schema.of(schema), bounded)
+        init_fields(self, format, pairs, None if schema is None else Schema.of(schema), bounded)
 
     def default_label(self) -> str:
         return f"ReadFromSpark({self.format})"
@@ -87,7 +86,7 @@ class ReadFromSpark(PrimitiveTransform):
         return EdgeInfo(schema, bounded=self.bounded)
 
 
-@attrs.frozen(eq=False, init=False)
+@dataclass(frozen=True, eq=False, init=False)
 class ForEachBatch(PrimitiveTransform):
     """Calls `fn(rows, batch_id)` with the rows of each batch; the rows pass on unchanged."""
 
@@ -98,7 +97,7 @@ class ForEachBatch(PrimitiveTransform):
             raise PipelineError(
                 f"ForEachBatch: {fn!r} is not callable; give a function fn(rows, batch_id)"
             )
-        self.__attrs_init__(fn)
+        init_fields(self, fn)
 
     def default_label(self) -> str:
         return f"ForEachBatch({getattr(self.fn, '__name__', type(self.fn).__name__)})"

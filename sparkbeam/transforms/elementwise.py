@@ -16,13 +16,12 @@ Watermark rules (each transform's `watermark_rule`):
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
-
-import attrs
 
 from sparkbeam.derivation import Derived, WatermarkRule, passing
 from sparkbeam.errors import DataError, PipelineError
-from sparkbeam.graph import EdgeInfo, PrimitiveTransform
+from sparkbeam.graph import EdgeInfo, PrimitiveTransform, init_fields
 from sparkbeam.schema import Row, Schema, columns_to_rows
 from sparkbeam.transforms.expressions import (
     BoundExpr,
@@ -35,7 +34,7 @@ from sparkbeam.transforms.expressions import (
 from sparkbeam.transforms.validation import single_input
 
 
-@attrs.frozen(eq=False, init=False)
+@dataclass(frozen=True, eq=False, init=False)
 class Select(PrimitiveTransform):
     """Keep, rename and derive columns: `Select("a", "b", t2=sb.col("t") + "1 minute")`.
 
@@ -61,7 +60,7 @@ class Select(PrimitiveTransform):
             raise PipelineError(f"Select: column(s) {duplicates} are named twice")
         if not outputs:
             raise PipelineError("Select: name at least one column to keep")
-        self.__attrs_init__(tuple(outputs))
+        init_fields(self, tuple(outputs))
 
     def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
         source = single_input(inputs, label)
@@ -91,7 +90,7 @@ class Select(PrimitiveTransform):
         )
 
 
-@attrs.frozen(eq=False, init=False)
+@dataclass(frozen=True, eq=False, init=False)
 class RowFunction(PrimitiveTransform):
     """A user function of each row, with an output schema and `keeps` (`Map`, `FlatMap`).
 
@@ -117,7 +116,7 @@ class RowFunction(PrimitiveTransform):
             raise PipelineError(f"{type(self).__name__}: fn must be callable, got {fn!r}")
         if isinstance(keeps, str):
             keeps = (keeps,)
-        self.__attrs_init__(fn, None if schema is None else Schema.of(schema), tuple(keeps))
+        init_fields(self, fn, None if schema is None else Schema.of(schema), tuple(keeps))
 
     def default_label(self) -> str:
         return f"{type(self).__name__}({getattr(self.fn, '__name__', 'fn')})"
@@ -173,7 +172,7 @@ def broken_keeps(
     return None
 
 
-@attrs.frozen(eq=False, init=False)
+@dataclass(frozen=True, eq=False, init=False)
 class Map(RowFunction):
     """Apply `fn` to each row (a dict) to get one output row.
 
@@ -183,7 +182,7 @@ class Map(RowFunction):
     """
 
 
-@attrs.frozen(eq=False, init=False)
+@dataclass(frozen=True, eq=False, init=False)
 class Filter(PrimitiveTransform):
     """Keep the rows where `predicate` is true: a bool expression (`sb.col("amount") >= 5`,
     run natively on Spark; a `None` result drops the row, as SQL's WHERE) or a Python function
@@ -197,7 +196,7 @@ class Filter(PrimitiveTransform):
                 f"Filter: predicate must be a bool expression (sb.col('x') > 0) or callable "
                 f"(a function of the row), got {predicate!r}"
             )
-        self.__attrs_init__(predicate)
+        init_fields(self, predicate)
 
     def default_label(self) -> str:
         if isinstance(self.predicate, Expr):

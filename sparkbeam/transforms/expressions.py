@@ -23,9 +23,8 @@ from __future__ import annotations
 import datetime as _dt
 import operator
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
-
-import attrs
 
 from sparkbeam.derivation import Add, Floor, Step
 from sparkbeam.errors import PipelineError
@@ -51,7 +50,7 @@ class RowError(Exception):
         self.message = message
 
 
-@attrs.frozen
+@dataclass(frozen=True)
 class BoundExpr:
     """An expression checked against a schema: its type, how to compute it, how it maps watermarks.
 
@@ -278,7 +277,7 @@ def _unary(function: Callable[[Any], Any], operand: Evaluate) -> Evaluate:
 # --- leaves ---------------------------------------------------------------------------
 
 
-@attrs.frozen(eq=False)
+@dataclass(frozen=True, eq=False)
 class Col(Expr):
     """A column, unchanged (keeps its watermark)."""
 
@@ -311,13 +310,13 @@ def _literal_type(value: object) -> type:
     )
 
 
-@attrs.frozen(eq=False)
+@dataclass(frozen=True, eq=False)
 class Lit(Expr):
     """A constant (no watermark)."""
 
     value: Any
 
-    def __attrs_post_init__(self) -> None:
+    def __post_init__(self) -> None:
         kind = _literal_type(self.value)
         if kind is int and not INT64_MIN <= self.value <= INT64_MAX:
             raise PipelineError(
@@ -400,7 +399,7 @@ def _arith_function(op: str, kind: type, expr: Expr) -> Callable[[Any, Any, int]
     return divide
 
 
-@attrs.frozen(eq=False)
+@dataclass(frozen=True, eq=False)
 class Arith(Expr):
     """`left op right` for `+ - * / // %`; on a datetime, `+`/`-` a constant duration shifts it.
 
@@ -513,7 +512,7 @@ def _delta_units(base: BoundExpr, delta: object, label: str) -> int:
     )
 
 
-@attrs.frozen(eq=False)
+@dataclass(frozen=True, eq=False)
 class Neg(Expr):
     """`-x` (no watermark: it reverses order)."""
 
@@ -568,7 +567,7 @@ COMPARISONS: dict[str, Callable[[Any, Any], Any]] = {
 """Each comparison's operator: on Python values here, on Spark `Column`s in the Spark runner."""
 
 
-@attrs.frozen(eq=False)
+@dataclass(frozen=True, eq=False)
 class Compare(Expr):
     """`left op right` for `== != < <= > >=`: a bool (no watermark). Floats compare by
     Spark's rule (NaN equals NaN, above all numbers); an int with a float compares as floats."""
@@ -634,7 +633,7 @@ def _or(a: Any, b: Any) -> Any:
     return False
 
 
-@attrs.frozen(eq=False)
+@dataclass(frozen=True, eq=False)
 class Logic(Expr):
     """`&` / `|` of booleans, three-valued as SQL (`None & False` is `False`)."""
 
@@ -663,7 +662,7 @@ class Logic(Expr):
         )
 
 
-@attrs.frozen(eq=False)
+@dataclass(frozen=True, eq=False)
 class Not(Expr):
     """`~x` of a boolean (`None` stays `None`)."""
 
@@ -685,7 +684,7 @@ class Not(Expr):
         )
 
 
-@attrs.frozen(eq=False)
+@dataclass(frozen=True, eq=False)
 class IsNull(Expr):
     """`is_null()` (or `is_not_null()` with `negate`): never `None`."""
 
@@ -705,7 +704,7 @@ class IsNull(Expr):
         return BoundExpr(bool, evaluate, None, expr=self, args=(operand,), columns=operand.columns)
 
 
-@attrs.frozen(eq=False)
+@dataclass(frozen=True, eq=False)
 class IsIn(Expr):
     """SQL's `IN`: `True` if found; else `None` if the value or any listed value is `None`."""
 
@@ -756,7 +755,7 @@ class IsIn(Expr):
 # --- casts -------------------------------------------------------------------------------
 
 
-@attrs.frozen(eq=False)
+@dataclass(frozen=True, eq=False)
 class Cast(Expr):
     """The value as type `to` (rules in `transforms.casts`). Watermark rule: a cast to the
     column's own type keeps its watermark; no other cast does (no cast crosses types)."""
@@ -824,7 +823,7 @@ _STRING_FUNCTIONS: dict[str, tuple[type, Callable[[str], Any]]] = {
 }
 
 
-@attrs.frozen(eq=False)
+@dataclass(frozen=True, eq=False)
 class StringFunction(Expr):
     """`lower()`, `upper()`, `length()` of a string."""
 
@@ -855,7 +854,7 @@ _STRING_TESTS: dict[str, Callable[[str, str], bool]] = {
 }
 
 
-@attrs.frozen(eq=False)
+@dataclass(frozen=True, eq=False)
 class StringTest(Expr):
     """`contains(s)`, `startswith(s)`, `endswith(s)`: a bool."""
 
@@ -895,7 +894,7 @@ def substring_sql(text: str, start: int, length: int) -> str:
     return text[first:end]
 
 
-@attrs.frozen(eq=False)
+@dataclass(frozen=True, eq=False)
 class Substr(Expr):
     """`substr(start, length)`, as SQL's `substring`."""
 
@@ -920,7 +919,7 @@ class Substr(Expr):
         )
 
 
-@attrs.frozen(eq=False)
+@dataclass(frozen=True, eq=False)
 class Concat(Expr):
     """The strings joined; `None` if any is `None`."""
 
@@ -946,7 +945,7 @@ class Concat(Expr):
 # --- time --------------------------------------------------------------------------------
 
 
-@attrs.frozen(eq=False)
+@dataclass(frozen=True, eq=False)
 class Truncate(Expr):
     """`base` floored to a multiple of `unit` since the epoch. Watermark rule: keeps order,
     so `W(x, t)` gives `W(out, floor(t))` (`Floor` step)."""
@@ -993,7 +992,7 @@ _TIME_PARTS: dict[str, Callable[[int], int]] = {
 }
 
 
-@attrs.frozen(eq=False)
+@dataclass(frozen=True, eq=False)
 class TimePart(Expr):
     """`hour()` (0-23, UTC) or `day_of_week()` (1 = Sunday) of a datetime: an int."""
 
@@ -1019,7 +1018,7 @@ class TimePart(Expr):
 # --- conditionals ------------------------------------------------------------------------
 
 
-@attrs.frozen(eq=False)
+@dataclass(frozen=True, eq=False)
 class When(Expr):
     """`sb.when(cond, value).when(...).otherwise(value)`: the value of the first true condition
     (`None` without `otherwise`); a branch is evaluated only for the rows that take it."""
@@ -1080,7 +1079,7 @@ def when(condition: object, value: object) -> When:
     return When(((_wrap(condition), _wrap(value)),))
 
 
-@attrs.frozen(eq=False)
+@dataclass(frozen=True, eq=False)
 class Coalesce(Expr):
     """The first non-`None` value; later arguments are evaluated only for rows still `None`."""
 

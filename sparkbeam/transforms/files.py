@@ -21,13 +21,12 @@ import json
 import os
 import urllib.parse
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
-
-import attrs
 
 from sparkbeam.derivation import WatermarkRule, passing
 from sparkbeam.errors import DataError, PipelineError, first_line
-from sparkbeam.graph import EdgeInfo, PrimitiveTransform
+from sparkbeam.graph import EdgeInfo, PrimitiveTransform, init_fields
 from sparkbeam.paths import Paths, UnreachablePath, base_name, join, read_text
 from sparkbeam.paths import current as current_paths
 from sparkbeam.schema import Schema, type_name
@@ -146,7 +145,7 @@ def parquet_schema(path: str, label: str, paths: Paths | None = None) -> Schema:
     return Schema(tuple(fields))
 
 
-@attrs.frozen(init=False)
+@dataclass(frozen=True, init=False)
 class ReadFiles(PrimitiveTransform):
     """Rows from files: `ReadFiles("data/orders", format="parquet")`.
 
@@ -166,7 +165,8 @@ class ReadFiles(PrimitiveTransform):
         schema: Schema | Mapping[str, Any] | Sequence[tuple[str, Any]] | None = None,
         streaming: bool = False,
     ) -> None:
-        self.__attrs_init__(
+        init_fields(
+            self,
             os.fspath(path), format, None if schema is None else Schema.of(schema), streaming
         )
 
@@ -214,7 +214,7 @@ class ReadFiles(PrimitiveTransform):
         return EdgeInfo(schema, bounded=not self.streaming)
 
 
-@attrs.frozen(init=False)
+@dataclass(frozen=True, init=False)
 class WriteFiles(PrimitiveTransform):
     """Write every row to files under the directory `path`; the rows pass on unchanged."""
 
@@ -225,7 +225,7 @@ class WriteFiles(PrimitiveTransform):
     def __init__(
         self, path: str | os.PathLike[str], format: str = "parquet", mode: str = "overwrite"
     ) -> None:
-        self.__attrs_init__(os.fspath(path), format, mode)
+        init_fields(self, os.fspath(path), format, mode)
 
     def default_label(self) -> str:
         return f"WriteFiles({base_name(self.path) or self.path})"

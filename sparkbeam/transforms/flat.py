@@ -11,12 +11,11 @@ Watermark rules:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import attrs
-
 from sparkbeam.errors import DataError, PipelineError, described
-from sparkbeam.graph import PTransform
+from sparkbeam.graph import PTransform, init_fields
 from sparkbeam.schema import Row
 from sparkbeam.transforms.elementwise import Filter, Map, RowFunction, Select
 
@@ -24,7 +23,7 @@ if TYPE_CHECKING:
     from sparkbeam.pipeline import PCollection
 
 
-@attrs.frozen(eq=False, init=False)
+@dataclass(frozen=True, eq=False, init=False)
 class FlatMap(RowFunction):
     """Apply `fn` to each row (a dict) to get zero or more output rows (an iterable of dicts).
 
@@ -61,7 +60,7 @@ PARTITION_COLUMN = "__sparkbeam_partition"
 """The hidden column `Partition` computes each row's output index into, once per row."""
 
 
-@attrs.frozen
+@dataclass(frozen=True)
 class PartitionIndex:
     """The row with its output index: `fn(row, n)`, checked to be an integer in `[0, n)`."""
 
@@ -80,7 +79,7 @@ class PartitionIndex:
         return {**row, PARTITION_COLUMN: index}
 
 
-@attrs.frozen
+@dataclass(frozen=True)
 class InPartition:
     """Whether a row's output index (`PARTITION_COLUMN`) is `index`."""
 
@@ -90,7 +89,7 @@ class InPartition:
         return bool(row[PARTITION_COLUMN] == self.index)
 
 
-@attrs.frozen(eq=False, init=False)
+@dataclass(frozen=True, eq=False, init=False)
 class Partition(PTransform):
     """Split rows among `n` outputs: `fn(row, n)` gives each row's output, in `[0, n)`.
 
@@ -108,7 +107,7 @@ class Partition(PTransform):
             raise PipelineError(f"Partition: fn must be callable, got {fn!r}")
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise PipelineError(f"Partition: n is the number of outputs, at least 1; got {n!r}")
-        self.__attrs_init__(fn, n)
+        init_fields(self, fn, n)
 
     def default_label(self) -> str:
         return f"Partition({getattr(self.fn, '__name__', 'fn')})"

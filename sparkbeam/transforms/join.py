@@ -32,13 +32,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
-
-import attrs
 
 from sparkbeam.derivation import WatermarkRule, passing
 from sparkbeam.errors import PipelineError
-from sparkbeam.graph import EdgeInfo, Node, PrimitiveTransform, input_node, node_labels
+from sparkbeam.graph import EdgeInfo, Node, PrimitiveTransform, init_fields, input_node
 from sparkbeam.schema import Schema, type_name
 from sparkbeam.time import Duration, describe_duration
 from sparkbeam.transforms.union import check_policy
@@ -50,7 +49,7 @@ if TYPE_CHECKING:
 JOIN_KINDS = ("inner", "left", "right", "full")
 
 
-@attrs.frozen
+@dataclass(frozen=True)
 class JoinLayout:
     """Where each output column comes from: `(side, column)`; side 2 means a key."""
 
@@ -58,11 +57,11 @@ class JoinLayout:
     """`(output name, side, input column)`; side -1: key column, from either side."""
 
 
-@attrs.frozen(eq=False, init=False)
+@dataclass(frozen=True, eq=False, init=False)
 class Join(PrimitiveTransform):
     """`a.join(b, on=["k"], how="left")`; add `times=` and `within=` for an interval join."""
 
-    other: Node = attrs.field(repr=node_labels)
+    other: Node
     """The node of the right side."""
     on: tuple[str, ...]
     how: str
@@ -88,7 +87,8 @@ class Join(PrimitiveTransform):
                 "Join: an interval join needs both times=(left_time, right_time) and "
                 "within=(lower, upper)"
             )
-        self.__attrs_init__(
+        init_fields(
+            self,
             input_node(other, "Join"),
             keys,
             how,

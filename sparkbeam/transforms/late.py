@@ -24,12 +24,11 @@ watermark: a late row is, by definition, behind one.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import attrs
-
 from sparkbeam.errors import PipelineError
-from sparkbeam.graph import EdgeInfo, Node, PrimitiveTransform, node_labels
+from sparkbeam.graph import EdgeInfo, Node, PrimitiveTransform
 from sparkbeam.schema import type_name
 from sparkbeam.transforms.join import Join
 from sparkbeam.transforms.union import Union
@@ -44,7 +43,7 @@ INVALID = "invalid"
 SIDE_KINDS = (LATE, INVALID)
 
 
-@attrs.frozen(eq=False)
+@dataclass(frozen=True, eq=False)
 class DroppedRows(PrimitiveTransform):
     """The rows the transform of node `source` dropped: `kind` is `"late"` or `"invalid"`.
 
@@ -53,7 +52,7 @@ class DroppedRows(PrimitiveTransform):
     transform dropped, not the edge's own rows.
     """
 
-    source: Node = attrs.field(repr=node_labels)
+    source: Node
     kind: str
 
     def default_label(self) -> str:

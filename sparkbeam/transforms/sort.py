@@ -11,16 +11,15 @@ them).
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-import attrs
+from dataclasses import dataclass
 
 from sparkbeam.derivation import WatermarkRule, passing
 from sparkbeam.errors import PipelineError
-from sparkbeam.graph import EdgeInfo, PrimitiveTransform
+from sparkbeam.graph import EdgeInfo, PrimitiveTransform, init_fields
 from sparkbeam.transforms.validation import column_names, require_time_column, single_input
 
 
-@attrs.frozen(init=False)
+@dataclass(frozen=True, init=False)
 class Sort(PrimitiveTransform):
     """Emit rows in `column` order as the watermark on `column` releases them."""
 
@@ -28,7 +27,7 @@ class Sort(PrimitiveTransform):
     keys: tuple[str, ...]
 
     def __init__(self, column: str, keys: str | Sequence[str] = ()) -> None:
-        self.__attrs_init__(column, column_names(keys, "keys", "Sort"))
+        init_fields(self, column, column_names(keys, "keys", "Sort"))
 
     def default_label(self) -> str:
         return f"Sort({self.column})"

@@ -7,12 +7,11 @@ bounded input is end of input for the whole stream (every watermark to +inf).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-import attrs
-
 from sparkbeam.errors import PipelineError
-from sparkbeam.graph import EdgeInfo, PrimitiveTransform
+from sparkbeam.graph import EdgeInfo, PrimitiveTransform, init_fields
 from sparkbeam.schema import Row, Schema, infer_schema
 
 SchemaSpec = Schema | Mapping[str, Any] | Sequence[tuple[str, Any]]
@@ -28,7 +27,7 @@ def _rows(rows: object, label: str) -> tuple[Row, ...]:
     return tuple(rows)
 
 
-@attrs.frozen(eq=False, init=False)
+@dataclass(frozen=True, eq=False, init=False)
 class Create(PrimitiveTransform):
     """Bounded input: the rows (dicts) arrive as one epoch.
 
@@ -41,7 +40,7 @@ class Create(PrimitiveTransform):
     schema: Schema | None
 
     def __init__(self, rows: Iterable[Row], schema: SchemaSpec | None = None) -> None:
-        self.__attrs_init__(_rows(rows, "Create"), None if schema is None else Schema.of(schema))
+        init_fields(self, _rows(rows, "Create"), None if schema is None else Schema.of(schema))
 
     def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
         if inputs:
@@ -78,7 +77,7 @@ class TestStream(PrimitiveTransform):
         return self.snapshot().infer(inputs, label)
 
 
-@attrs.frozen(eq=False)
+@dataclass(frozen=True, eq=False)
 class TestStreamSource(PrimitiveTransform):
     """The frozen form of a `TestStream`: its epochs as they were when applied."""
 

@@ -26,13 +26,12 @@ an epoch or come back.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
-
-import attrs
 
 from sparkbeam.derivation import WatermarkRule, passing
 from sparkbeam.errors import PipelineError
-from sparkbeam.graph import EdgeInfo, Node, PrimitiveTransform, input_node, node_labels
+from sparkbeam.graph import EdgeInfo, Node, PrimitiveTransform, init_fields, input_node
 
 if TYPE_CHECKING:
     from sparkbeam.pipeline import PCollection
@@ -50,16 +49,16 @@ def check_policy(policy: object, label: str) -> None:
         )
 
 
-@attrs.frozen(eq=False, init=False)
+@dataclass(frozen=True, eq=False, init=False)
 class Union(PrimitiveTransform):
     """`a | Union(b, c)` or `a.union(b, c, policy="max")`: the rows of `a`, `b` and `c`."""
 
-    others: tuple[Node, ...] = attrs.field(repr=node_labels)
+    others: tuple[Node, ...]
     """The nodes of the other inputs."""
     policy: str
 
     def __init__(self, *others: PCollection, policy: str = "min") -> None:
-        self.__attrs_init__(tuple(input_node(other, "Union") for other in others), policy)
+        init_fields(self, tuple(input_node(other, "Union") for other in others), policy)
 
     def extra_inputs(self) -> tuple[Node, ...]:
         return self.others

@@ -42,8 +42,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Sequence
-
-import attrs
+from dataclasses import dataclass, field
 
 from sparkbeam.derivation import WatermarkRule, passing
 from sparkbeam.errors import PipelineError
@@ -57,15 +56,15 @@ IdleAfter = int | _dt.timedelta | str
 """A number of epochs (an integer) or a duration of processing time."""
 
 
-@attrs.frozen
+@dataclass(frozen=True)
 class WithWatermark(PrimitiveTransform):
     """Declare `column` an event time with out-of-orderness `delay`; drop late rows."""
 
     column: str
     delay: Duration
     emit: str = "periodic"
-    idle_after: IdleAfter | None = attrs.field(default=None, kw_only=True)
-    max_drift: Duration | None = attrs.field(default=None, kw_only=True)
+    idle_after: IdleAfter | None = field(default=None, kw_only=True)
+    max_drift: Duration | None = field(default=None, kw_only=True)
 
     def default_label(self) -> str:
         return f"WithWatermark({self.column})"
@@ -149,7 +148,7 @@ class WithWatermark(PrimitiveTransform):
         )
 
 
-@attrs.frozen
+@dataclass(frozen=True)
 class WatermarkFunction:
     """`wm = floor_to_ms(max_time) - delay` (datetime columns) or `max_time - delay`."""
 

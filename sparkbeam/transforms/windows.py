@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Sequence
-
-import attrs
+from dataclasses import dataclass
 
 from sparkbeam.derivation import Add, Derived, Floor, WatermarkRule, passing
 from sparkbeam.errors import PipelineError
-from sparkbeam.graph import EdgeInfo, PrimitiveTransform
+from sparkbeam.graph import EdgeInfo, PrimitiveTransform, init_fields
 from sparkbeam.schema import Schema
 from sparkbeam.time import Duration, describe_duration
 from sparkbeam.transforms.validation import (
@@ -72,7 +71,7 @@ def _window_rule(source: EdgeInfo, column: str, spec: WindowSpec) -> WatermarkRu
     )
 
 
-@attrs.frozen
+@dataclass(frozen=True)
 class WindowSpec:
     """A window family on integer time: `size`, `slide` (= size for tumbling) and `offset`."""
 
@@ -81,7 +80,7 @@ class WindowSpec:
     offset: int
 
 
-@attrs.frozen
+@dataclass(frozen=True)
 class Tumble(PrimitiveTransform):
     """Tumbling windows of `size`: each row gets the one window that holds it.
 
@@ -114,7 +113,7 @@ class Tumble(PrimitiveTransform):
         return _window_rule(inputs[0], self.column, self.spec(inputs[0].schema, label))
 
 
-@attrs.frozen
+@dataclass(frozen=True)
 class Hop(PrimitiveTransform):
     """Hopping (sliding) windows of `size` every `slide`: one output row per window holding the row.
 
@@ -154,7 +153,7 @@ class Hop(PrimitiveTransform):
         return _window_rule(inputs[0], self.column, self.spec(inputs[0].schema, label))
 
 
-@attrs.frozen(init=False)
+@dataclass(frozen=True, init=False)
 class Session(PrimitiveTransform):
     """Session windows: per key, rows whose consecutive times are at most `gap` apart.
 
@@ -172,7 +171,7 @@ class Session(PrimitiveTransform):
     keys: tuple[str, ...]
 
     def __init__(self, column: str, gap: Duration, keys: str | Sequence[str] = ()) -> None:
-        self.__attrs_init__(column, gap, column_names(keys, "keys", "Session"))
+        init_fields(self, column, gap, column_names(keys, "keys", "Session"))
 
     def default_label(self) -> str:
         return f"Session({self.column})"

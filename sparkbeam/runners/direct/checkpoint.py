@@ -39,9 +39,8 @@ or watermark below what all old units had promised.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-
-import attrs
 
 from sparkbeam.errors import PipelineError
 from sparkbeam.runners.direct.exchange import MergerState, owner_of
@@ -75,7 +74,7 @@ def _units(value: object, name: str) -> int:
     return units
 
 
-@attrs.frozen
+@dataclass(frozen=True)
 class CheckpointPlan:
     """When checkpoints are taken, where the run fails and when it changes parallelism."""
 
@@ -136,7 +135,7 @@ class CheckpointPlan:
         return units
 
 
-@attrs.define
+@dataclass
 class UnitState:
     """What one unit saves at a checkpoint barrier."""
 
@@ -151,7 +150,7 @@ class UnitState:
     order: dict[Any, Any] | None
 
 
-@attrs.define
+@dataclass
 class Checkpoint:
     """The units' states at one checkpoint barrier; complete once every unit has saved."""
 
@@ -160,7 +159,7 @@ class Checkpoint:
     """The number of units of each node when it was taken."""
     offsets: dict[int, int]
     """Each source node's offset: the next epoch of its own it reads (`reading.Reading`)."""
-    states: dict[tuple[int, int], UnitState] = attrs.field(factory=dict)
+    states: dict[tuple[int, int], UnitState] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
@@ -170,7 +169,7 @@ class Checkpoint:
         return [self.states[(node_id, index)] for index in range(self.units[node_id])]
 
 
-@attrs.frozen
+@dataclass(frozen=True)
 class Recovery:
     """One restore during a run: where it happened and from which checkpoint."""
 

@@ -31,9 +31,8 @@ from __future__ import annotations
 import zlib
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
-
-import attrs
 
 from sparkbeam.messages import Watermark
 from sparkbeam.runners.direct.operator import ACTIVE, IDLE, Chunk, Idleness
@@ -182,7 +181,7 @@ class Merger:
             self.idle = [bool(state.idle) and all(state.idle)] * self.inputs
 
 
-@attrs.frozen
+@dataclass(frozen=True)
 class MergerState:
     inputs: int
     queues: dict[str, list[tuple[Any, ...]]]

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
-
-import attrs
 
 from sparkbeam.graph import Node
 from sparkbeam.messages import Watermark
@@ -33,7 +32,7 @@ from sparkbeam.transforms.sort import Sort
 from sparkbeam.transforms.windows import Session
 
 
-@attrs.frozen
+@dataclass(frozen=True)
 class Barrier:
     """The end of epoch `epoch` on a channel."""
 
@@ -65,7 +64,7 @@ def partition_keys(node: Node) -> tuple[str, ...] | None:
     return None
 
 
-@attrs.frozen
+@dataclass(frozen=True)
 class Layout:
     """How many units each node runs as, and which of them sit behind an exchange."""
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import re
 import string
-
-import attrs
+from dataclasses import dataclass
 
 from sparkbeam.errors import PipelineError
 
@@ -35,7 +34,7 @@ def _fields(template: str) -> frozenset[str]:
     return frozenset(name for _, name, _, _ in string.Formatter().parse(template) if name)
 
 
-@attrs.frozen
+@dataclass(frozen=True)
 class Refusal:
     """One thing a runner refuses, raised as a `PipelineError` before anything runs.
 
@@ -55,7 +54,7 @@ class Refusal:
     advice: str
     """What to do instead (a template)."""
 
-    def __attrs_post_init__(self) -> None:
+    def __post_init__(self) -> None:
         unknown = set(self.modes) - set(MODES)
         if unknown or not self.modes:
             raise ValueError(f"refusal {self.name!r}: modes {self.modes!r}, not of {MODES}")

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
-import attrs
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -34,7 +34,7 @@ from sparkbeam.runners.spark.translate import (
 from sparkbeam.time import MAX_MICROS, MIN_MICROS
 
 
-@attrs.frozen
+@dataclass(frozen=True)
 class Judge:
     """A column's judge: `J(v) = spark_time(v + offset)`, which Spark compares with `W`.
 
@@ -75,7 +75,7 @@ class Judge:
         for step in derived.steps:
             amount = -step.amount if isinstance(step, Add) else step.unit - 1
             judge = judge.moved(amount, step)
-        return attrs.evolve(judge, held=judge.held or derived.held)
+        return replace(judge, held=judge.held or derived.held)
 
     def late(self, column: str) -> Late:
         """How `late_filter` judges `column` by this judge and names its watermark."""
@@ -224,6 +224,6 @@ def merged(judges: list[Judge], meeting: str | None) -> Judge:
     """
     latest = max(judges, key=lambda judge: judge.offset)
     apart = next((judge.apart for judge in judges if judge.apart), None)
-    if meeting is not None and len(set(attrs.evolve(j, apart=None) for j in judges)) > 1:
+    if meeting is not None and len(set(replace(j, apart=None) for j in judges)) > 1:
         apart = apart or meeting
-    return attrs.evolve(latest, apart=apart)
+    return replace(latest, apart=apart)

@@ -32,9 +32,9 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-import attrs
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import (
@@ -70,7 +70,7 @@ def mark(watermark: int, steps: Steps) -> int:
     return apply_steps(watermark, steps)
 
 
-@attrs.frozen
+@dataclass(frozen=True)
 class Late:
     """How a column is judged late and its watermark named: `judge` closes at Spark's
     watermark `W`; the event time's model watermark is then `W - shift` in its units

@@ -10,15 +10,30 @@ The user's own functions travel by cloudpickle as before; a module of theirs
 that the workers cannot import is named in the error
 (`engine_errors`). `SparkRunner(ship_package=False)` leaves the workers' own
 sparkbeam alone, where the cluster has it installed.
+
+What sparkbeam imports on a worker is the standard library and what PySpark
+itself needs there: pyspark, pandas, pyarrow, numpy. One more package is
+PySpark's own but undeclared: its `transformWithState` (the runner's streaming
+`Sort`, `Session`, user `CombineFn`s and some late-row filters) talks to the
+JVM through `protobuf`, which `pip install pyspark pandas pyarrow` does not
+bring. So the zip also carries protobuf's pure-Python sources, as the driver
+has them, and `use_shipped_protobuf` puts them at the END of a worker's
+`sys.path` only when the worker has no protobuf: a copy of the user's, of any
+version, is always found first and used.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import importlib.util
 import os
+import shutil
+import sys
 import tempfile
 import weakref
 import zipfile
+import zipimport
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +41,27 @@ import sparkbeam
 
 _SHIPPED: weakref.WeakSet[Any] = weakref.WeakSet()
 _ZIP: str | None = None
+
+SHIPPED_PROTOBUF = "sparkbeam/runners/spark/shipped_protobuf"
+"""Where the zip holds protobuf's pure-Python sources: a directory that is no package, so
+nothing imports it by name; `use_shipped_protobuf` extracts it on a worker that needs it."""
+
+
+def protobuf_sources() -> list[tuple[Path, str]]:
+    """protobuf's pure-Python sources where the driver has them, each with its name in the
+    zip (`SHIPPED_PROTOBUF/google/protobuf/...`); none where the driver has no protobuf."""
+    try:
+        spec = importlib.util.find_spec("google.protobuf")
+    except ModuleNotFoundError:
+        return []
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    root = Path(next(iter(spec.submodule_search_locations)))
+    return [
+        (path, f"{SHIPPED_PROTOBUF}/google/protobuf/{path.relative_to(root).as_posix()}")
+        for path in sorted(root.rglob("*.py"))
+        if "__pycache__" not in path.parts
+    ]
 
 
 def package_zip() -> str:
@@ -43,17 +79,52 @@ def package_zip() -> str:
         for path in root.rglob("*")
         if path.is_file() and "__pycache__" not in path.parts and path.suffix in (".py", ".typed")
     )
+    members = [(path, f"sparkbeam/{path.relative_to(root).as_posix()}") for path in files]
+    members += protobuf_sources()
     digest = hashlib.sha256()
-    for path in files:
-        digest.update(str(path.relative_to(root)).encode())
+    for path, name in members:
+        digest.update(name.encode())
         digest.update(path.read_bytes())
     directory = tempfile.mkdtemp(prefix="sparkbeam-package-")
     target = os.path.join(directory, f"sparkbeam-{digest.hexdigest()[:12]}.zip")
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
-        for path in files:
-            archive.write(path, os.path.join("sparkbeam", str(path.relative_to(root))))
+        for path, name in members:
+            archive.write(path, name)
     _ZIP = target
     return target
+
+
+def use_shipped_protobuf() -> None:
+    """On a worker with no protobuf, import protobuf from the copy shipped in the zip.
+
+    Runs where a `transformWithState` processor's module is imported (on the
+    driver too, where it does nothing). The copy is extracted once per zip
+    and machine, appended to `sys.path` (never before a copy the worker has)
+    and runs as protobuf's pure-Python implementation, which needs no
+    compiled extension of the driver's platform.
+    """
+    try:
+        if importlib.util.find_spec("google.protobuf") is not None:
+            return
+    except ModuleNotFoundError:
+        pass
+    loader = globals().get("__loader__")
+    if not isinstance(loader, zipimport.zipimporter):
+        return  # sparkbeam installed, not shipped: protobuf came with its spark extra
+    archive = loader.archive
+    target = Path(tempfile.gettempdir()) / f"{Path(archive).stem}-protobuf"
+    if not target.exists():
+        staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f"{target.name}."))
+        with zipfile.ZipFile(archive) as package:
+            names = [name for name in package.namelist() if name.startswith(SHIPPED_PROTOBUF)]
+            package.extractall(staging, names)
+        with contextlib.suppress(OSError):  # another worker on this machine made it first
+            os.rename(staging / SHIPPED_PROTOBUF, target)
+        shutil.rmtree(staging, ignore_errors=True)
+    os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
+    if str(target) not in sys.path:
+        sys.path.append(str(target))
+        importlib.invalidate_caches()
 
 
 def is_connect(spark: Any) -> bool:
@@ -69,5 +140,11 @@ def ship_package(spark: Any) -> None:
     if is_connect(spark):
         spark.addArtifacts(path, pyfile=True)
     else:
-        spark.sparkContext.addPyFile(path)
+        context = spark.sparkContext
+        context.addPyFile(path)
+        # The Python process that plans a `transformWithState` runs beside the driver and
+        # reads no shipped file, only the workers' environment (`sc.environment`, merged into
+        # its PYTHONPATH): the zip's path is on the driver's disk, where it runs.
+        given = context.environment.get("PYTHONPATH")
+        context.environment["PYTHONPATH"] = path if not given else f"{path}{os.pathsep}{given}"
     _SHIPPED.add(spark)

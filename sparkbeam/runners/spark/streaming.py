@@ -12,8 +12,8 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
-import attrs
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -127,7 +127,7 @@ STATELESS = (Map, FlatMap, Filter, Select, Tumble, Hop, WriteFiles, ForEachBatch
 """`WriteFiles` and `ForEachBatch` pass their rows on; they write only as a query's sink."""
 
 
-@attrs.frozen
+@dataclass(frozen=True)
 class Made:
     """What a streaming translator made for its node, besides its DataFrame."""
 
@@ -769,7 +769,7 @@ def dropped_rows(translation: Translation, node: Node, inputs: Sequence[DataFram
     if isinstance(source.transform, WithWatermark):
         column = source.transform.column
         judge = own_judge(source.info.schema.type_of(column))
-        late = [attrs.evolve(judge.late(column), judge=F.col(JUDGE))]
+        late = [replace(judge.late(column), judge=F.col(JUDGE))]
         assert made.judged is not None
         frame = made.judged
     else:  # policy="min" (the only policy of a Join on Spark streaming): nothing is late
