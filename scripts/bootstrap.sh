@@ -47,16 +47,20 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   touch "$stamp"
 fi
 
-# A Python for Spark's workers that has pyspark, pandas and pyarrow but not sparkbeam,
-# as on a vanilla cluster (EMR, Dataproc, a plain standalone cluster): the tests run
-# executors on it to check that the runner ships sparkbeam itself. It takes the packages
-# of .venv by path (no second download); sparkbeam is installed there in editable mode,
-# which a plain path on sys.path does not pick up (tests/runners/spark/test_cluster.py
-# checks that `import sparkbeam` fails in it).
+# A Python for Spark's workers with exactly what a vanilla cluster's executors have:
+# pyspark, pandas and pyarrow (and what they require, numpy), at the driver's versions,
+# and nothing else: no sparkbeam and none of the test tools. The cluster test runs its
+# executors on it (tests/runners/spark/test_cluster.py checks that `import sparkbeam`
+# and `import attrs` fail there). Made once; made anew when the driver's versions change.
 WORKERS=.venv-workers
-if [ ! -x "$WORKERS/bin/python" ]; then
+workers_needs=$("$VENV/bin/python" -c 'from importlib.metadata import version
+print(" ".join(f"{name}=={version(name)}" for name in ("pyspark", "pandas", "pyarrow")))')
+workers_stamp="$WORKERS/.sparkbeam-workers"
+if [ ! -x "$WORKERS/bin/python" ] || [ "$(cat "$workers_stamp" 2>/dev/null)" != "$workers_needs" ]; then
+  echo "bootstrap: making $WORKERS ($workers_needs), a vanilla Spark worker's Python"
+  rm -rf "$WORKERS"
   "$PYTHON" -m venv "$WORKERS"
+  # shellcheck disable=SC2086 # one argument per requirement
+  "$WORKERS/bin/python" -m pip install -q $workers_needs
+  echo "$workers_needs" > "$workers_stamp"
 fi
-site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-workers_site=$("$WORKERS/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-echo "$site" > "$workers_site/borrowed-from-venv.pth"

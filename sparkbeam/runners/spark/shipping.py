@@ -94,6 +94,20 @@ def package_zip() -> str:
     return target
 
 
+def has_protobuf() -> bool:
+    """Whether this Python imports the protobuf package itself.
+
+    A directory `google/protobuf` with no package in it does not count: Spark
+    puts its `spark-core` jar on its workers' `PYTHONPATH`, and the jar's
+    `.proto` files there make `google.protobuf` a namespace with no module.
+    """
+    try:
+        spec = importlib.util.find_spec("google.protobuf")
+    except ModuleNotFoundError:
+        return False
+    return spec is not None and spec.origin is not None
+
+
 def use_shipped_protobuf() -> None:
     """On a worker with no protobuf, import protobuf from the copy shipped in the zip.
 
@@ -103,11 +117,8 @@ def use_shipped_protobuf() -> None:
     and runs as protobuf's pure-Python implementation, which needs no
     compiled extension of the driver's platform.
     """
-    try:
-        if importlib.util.find_spec("google.protobuf") is not None:
-            return
-    except ModuleNotFoundError:
-        pass
+    if has_protobuf():
+        return
     loader = globals().get("__loader__")
     if not isinstance(loader, zipimport.zipimporter):
         return  # sparkbeam installed, not shipped: protobuf came with its spark extra

@@ -37,6 +37,18 @@ def doubled(row: dict[str, Any]) -> dict[str, Any]:
     return {**row, "v": row["v"] * 2}
 
 
+def not_c(row: dict[str, Any]) -> bool:
+    return bool(row["k"] != "c")
+
+
+def repeated(row: dict[str, Any]) -> list[dict[str, Any]]:
+    """The row once per unit of `v`, as `i`: a FlatMap with its own schema."""
+    return [{"k": row["k"], "i": i, "t": row["t"]} for i in range(row["v"])]
+
+
+REPEATED = {"k": str, "i": int, "t": datetime}
+
+
 class Keys(sb.CombineFn):
     """A user CombineFn: the group's distinct keys, sorted and joined."""
 
@@ -86,6 +98,57 @@ def batch_combine_fn(p: sb.Pipeline) -> sb.PCollection:
     return windows.combine_per_key(["window_start"], seen=Keys(), n=sb.Count())
 
 
+def elementwise(source: sb.PCollection) -> sb.PCollection:
+    """Filter with a function and with an expression, FlatMap, then CountDistinct and a
+    user CombineFn per window."""
+    kept = source.filter(not_c).filter(sb.col("v") < 5)
+    flat = kept.flat_map(repeated, schema=REPEATED, keeps=["t"])
+    return flat.tumble("t", "1 minute").combine_per_key(
+        ["window_start"], values=sb.CountDistinct("i"), seen=Keys()
+    )
+
+
+def window_join(left: sb.PCollection, right: sb.PCollection) -> sb.PCollection:
+    """Both sides windowed by the minute, joined on the key and the window."""
+    windowed = [
+        side.tumble("t", "1 minute").select("k", "window_start", **{name: "v"})
+        for side, name in ((left, "left_v"), (right, "right_v"))
+    ]
+    return windowed[0].join(windowed[1], on=["k", "window_start"])
+
+
+def batch_elementwise(p: sb.Pipeline) -> sb.PCollection:
+    return elementwise(p | sb.Create(ROWS))
+
+
+def batch_sort(p: sb.Pipeline) -> sb.PCollection:
+    return (p | sb.Create(ROWS)).sort("t")
+
+
+def batch_session(p: sb.Pipeline) -> sb.PCollection:
+    return (p | sb.Create(ROWS)).session("t", "30 seconds", keys="k")
+
+
+def batch_window_join(p: sb.Pipeline) -> sb.PCollection:
+    shifted = [{**row, "v": row["v"] * 10, "t": row["t"] + timedelta(seconds=5)} for row in ROWS]
+    return window_join(p | "left" >> sb.Create(ROWS), p | "right" >> sb.Create(shifted))
+
+
+def streaming_elementwise(p: sb.Pipeline) -> sb.PCollection:
+    return elementwise((p | stream()).with_watermark("t", "30 seconds"))
+
+
+def streaming_window_join(p: sb.Pipeline) -> sb.PCollection:
+    right = (
+        sb.TestStream()
+        .add_epoch([{"k": "a", "v": 10, "t": at(125)}])
+        .add_epoch([{"k": "b", "v": 20, "t": at(110)}, {"k": "a", "v": 30, "t": at(15)}])
+        .add_epoch([{"k": "c", "v": 50, "t": at(290)}])
+    )
+    left = (p | "left" >> stream()).with_watermark("t", "30 seconds")
+    return window_join(left, (p | "right" >> right).with_watermark("t", "30 seconds"))
+
+
 def streaming_sort(p: sb.Pipeline) -> sb.PCollection:
     return (p | stream()).with_watermark("t", "30 seconds").sort("t")
 
@@ -102,6 +165,12 @@ def streaming_late_rows(p: sb.Pipeline) -> sb.PCollection:
 PIPELINES: dict[str, Callable[[sb.Pipeline], sb.PCollection]] = {
     "batch_map_and_sum": batch_map_and_sum,
     "batch_combine_fn": batch_combine_fn,
+    "batch_elementwise": batch_elementwise,
+    "batch_sort": batch_sort,
+    "batch_session": batch_session,
+    "batch_window_join": batch_window_join,
+    "streaming_elementwise": streaming_elementwise,
+    "streaming_window_join": streaming_window_join,
     "streaming_sort": streaming_sort,
     "streaming_map_session": streaming_map_session,
     "streaming_late_rows": streaming_late_rows,

@@ -1,8 +1,9 @@
-"""A real multi-process Spark cluster whose Python workers lack sparkbeam (issue 13).
+"""A real multi-process Spark cluster whose Python workers have only PySpark's requirements.
 
 A standalone master and one worker, started from pyspark's own `spark-class`
-on 127.0.0.1, run executors whose Python is `.venv-workers` (pyspark, pandas
-and pyarrow, but not sparkbeam: made by scripts/bootstrap.sh). A driver
+on 127.0.0.1, run executors whose Python is `.venv-workers`: a virtual
+environment with pyspark, pandas and pyarrow installed into it and nothing
+else (made by scripts/bootstrap.sh), as a vanilla cluster's. A driver
 process (`cluster_job.py`) runs batch and streaming pipelines there; their
 results must be the direct runner's. The cluster is stopped after the module.
 """
@@ -15,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -25,6 +27,7 @@ import pyspark
 import pytest
 
 import sparkbeam as sb
+from sparkbeam.runners.spark import shipping
 from tests.runners.spark import cluster_job
 
 pytestmark = pytest.mark.spark
@@ -154,16 +157,51 @@ def outcome(process: subprocess.Popen[str]) -> str:
     return lines[-1]
 
 
-def test_the_workers_python_has_no_sparkbeam(tmp_path: Path) -> None:
+def workers_import(module: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(WORKERS_PYTHON), "-c", f"import pyspark, pandas, pyarrow, numpy; import {module}"],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={name: value for name, value in os.environ.items() if name != "PYTHONPATH"},
+    )
+
+
+@pytest.mark.parametrize("module", ["sparkbeam", "attrs", "cloudpickle", "hypothesis"])
+def test_the_workers_python_has_pysparks_requirements_and_nothing_else(
+    module: str, tmp_path: Path
+) -> None:
+    done = workers_import(module, tmp_path)
+    assert done.returncode != 0, f"{module} is importable on the workers"
+    assert f"No module named '{module}'" in done.stderr
+
+
+def test_the_shipped_zip_brings_what_transform_with_state_needs(tmp_path: Path) -> None:
+    """On the workers' Python, with the zip and a jar's `google/protobuf` directory (Spark's
+    spark-core jar holds .proto files there) ahead of it on the path, sparkbeam's processors
+    import and pyspark's state messages, which need protobuf, import after them."""
+    jar_like = tmp_path / "jar" / "google" / "protobuf"
+    jar_like.mkdir(parents=True)
+    (jar_like / "descriptor.proto").write_text("syntax = 'proto3';\n")
+    code = (
+        "import sys\n"
+        f"sys.path[1:1] = [{str(tmp_path / 'jar')!r}, {shipping.package_zip()!r}]\n"
+        "import sparkbeam.runners.spark.sort, sparkbeam.runners.spark.python_combine\n"
+        "import pyspark.sql.streaming.proto.StateMessage_pb2\n"
+        "import google.protobuf, sparkbeam\n"
+        "print(sparkbeam.__file__, google.protobuf.__file__)\n"
+    )
     done = subprocess.run(
-        [str(WORKERS_PYTHON), "-c", "import pyspark, pandas, pyarrow; import sparkbeam"],
+        [str(WORKERS_PYTHON), "-c", code],
         capture_output=True,
         text=True,
         cwd=tmp_path,
         env={name: value for name, value in os.environ.items() if name != "PYTHONPATH"},
     )
-    assert done.returncode != 0
-    assert "No module named 'sparkbeam'" in done.stderr
+    assert done.returncode == 0, done.stderr
+    package, protobuf = done.stdout.split()
+    assert ".zip" in package
+    assert protobuf.startswith(tempfile.gettempdir())  # the shipped copy, extracted
 
 
 def bag(rows: list[dict[str, Any]]) -> Counter[str]:
@@ -181,7 +219,8 @@ def test_pipelines_on_a_cluster_without_sparkbeam_give_the_direct_runners_rows(
     for name, rows in direct.items():
         assert rows, name  # every pipeline emits something
         assert bag(spark[name]) == bag(rows), name
-    assert [r["t"] for r in spark["streaming_sort"]] == [r["t"] for r in direct["streaming_sort"]]
+    for name in ("batch_sort", "streaming_sort"):
+        assert [r["t"] for r in spark[name]] == [r["t"] for r in direct[name]], name
     assert direct["streaming_late_rows"] == [
         {"k": "a", "v": 3, "t": "2026-04-01T10:00:10", "late_watermark": "2026-04-01T10:01:30"}
     ]
