@@ -14,11 +14,16 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+
+import google
+import grpc
+import grpc_status
+import typing_extensions
+import zstandard
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -35,6 +40,9 @@ CONF = {
     # why: tests/runners/spark/cluster_job.py's SHORT_LIVED_JVM (the server lives a module)
     "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
 }
+
+WORKERS_PYTHON = os.path.join(ROOT, ".venv-workers", "bin", "python")
+"""A Python with exactly pyspark, pandas and pyarrow installed (scripts/bootstrap.sh)."""
 
 STARTUP_SECONDS = 180
 """How long the server may take to listen (about 15-20 s on an idle 2-core machine)."""
@@ -79,6 +87,29 @@ class ConnectServer:
     def url(self) -> str:
         return f"sc://127.0.0.1:{self.port}"
 
+    def job_modules(self) -> str:
+        """The server's `PYTHONPATH`: this repository's `tests` (the agreement pipelines'
+        functions, which cloudpickle sends by name, as a cluster imports a job's own installed
+        modules), then what the server's own Python needs besides a vanilla worker's:
+        sparkbeam and protobuf (the process that plans a `transformWithState` reads no
+        artifact), and pyspark's Spark Connect client packages (a `foreachBatch` function
+        runs in a Connect client on the server). The executors' Python workers import
+        sparkbeam from the client's artifact, which comes first on their path
+        (test_connect.py checks it)."""
+        tests = os.path.join(self.directory, "job-modules")
+        installed = os.path.join(self.directory, "server-site")
+        links = {os.path.join(tests, "tests"): os.path.join(ROOT, "tests")}
+        links[os.path.join(installed, "sparkbeam")] = os.path.join(ROOT, "sparkbeam")
+        for module in (google, grpc, grpc_status, zstandard, typing_extensions):
+            path = getattr(module, "__path__", None)
+            source = str(path[0] if path else module.__file__)  # a package's directory or a file
+            links[os.path.join(installed, os.path.basename(source))] = source
+        for link, target in links.items():
+            os.makedirs(os.path.dirname(link), exist_ok=True)
+            if not os.path.lexists(link):
+                os.symlink(target, link)
+        return os.pathsep.join([tests, installed])
+
     def start(self) -> None:
         import pyspark
 
@@ -89,13 +120,10 @@ class ConnectServer:
             "SPARK_LOG_DIR": self.directory,
             "SPARK_PID_DIR": self.directory,
             "SPARK_CONF_DIR": self.directory,  # no spark-defaults.conf from elsewhere
-            "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
-            # The agreement pipelines' functions live in this repository's `tests` package,
-            # which cloudpickle sends by name: the server's Python workers import it from
-            # here, as a cluster imports a job's own installed modules.
-            "PYTHONPATH": os.pathsep.join(
-                [ROOT, *filter(None, [os.environ.get("PYTHONPATH")])]
-            ),
+            # A vanilla worker's Python (pyspark, pandas and pyarrow: scripts/bootstrap.sh)
+            # with what `job_modules` adds.
+            "PYSPARK_PYTHON": WORKERS_PYTHON,
+            "PYTHONPATH": self.job_modules(),
         }
         command = [
             os.path.join(home, "sbin", "start-connect-server.sh"),

@@ -35,6 +35,20 @@ def test_the_session_is_spark_connect(connect_spark: Any) -> None:
     assert type(connect_spark).__module__.startswith("pyspark.sql.connect")
 
 
+def test_the_executors_import_sparkbeam_from_the_clients_artifact(connect_runner: Any) -> None:
+    """The server's workers run a Python with pyspark, pandas and pyarrow only; a sparkbeam
+    installed beside it (for the `transformWithState` planning process) comes after the
+    artifact the runner added, so the executors run the client's sparkbeam."""
+
+    def where_sparkbeam_is(row: dict[str, Any]) -> dict[str, Any]:  # by value: a local
+        return {"where": sb.__file__}
+
+    with sb.Pipeline(runner=connect_runner) as p:
+        where = (p | sb.Create([{"k": 1}])).map(where_sparkbeam_is, schema={"where": str})
+    [row] = p.result.collect(where)
+    assert ".zip" in row["where"] and "sparkbeam-" in row["where"], row
+
+
 @pytest.mark.parametrize("name", ["windows", "sessions", "joins"])
 def test_bounded_pipelines_agree(name: str, connect_runner: Any) -> None:
     assert_runners_agree(name, connect_runner)

@@ -8,6 +8,7 @@ Spark's own line, not its stack.
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import inspect
 import os
 import re
@@ -150,13 +151,23 @@ def _missing_module_labels(module: str, nodes: Sequence[Node]) -> list[str]:
     return named or [label for label, _ in users]
 
 
+def sparkbeam_version() -> str:
+    """The version of sparkbeam the driver runs."""
+    try:
+        return importlib.metadata.version("sparkbeam")
+    except importlib.metadata.PackageNotFoundError:
+        return "<the driver's version>"
+
+
 def _missing_module_advice(module: str, labels: Sequence[str]) -> str:
     where = f"{' or '.join(labels)}: " if labels else ""
     if module.split(".")[0] == "sparkbeam":
         return (
             f"{where}Spark's Python workers cannot import {module!r}: the runner ships "
             "sparkbeam to them unless SparkRunner(ship_package=False); with it off, install "
-            "sparkbeam (the same version) on the cluster's Python"
+            f"the driver's version on the cluster's Python (pip install "
+            f"'sparkbeam=={sparkbeam_version()}' protobuf: protobuf for Sort, Session and "
+            "other streaming operators that keep state), or leave ship_package on"
         )
     return (
         f"{where}Spark's Python workers cannot import the module {module!r}, where a function "

@@ -233,4 +233,5 @@ def test_without_shipping_the_error_names_the_missing_package(
     assert line.startswith("ERROR PipelineError"), line
     assert "'sparkbeam" in line
     assert "ship_package" in line
+    assert "pip install 'sparkbeam==" in line and "protobuf" in line  # what to install
     assert "py4j" not in line.lower()
