@@ -35,7 +35,7 @@ from sparkbeam.runners.spark.epochs import (
 from sparkbeam.runners.spark.fed_stage import FedWatermark
 from sparkbeam.runners.spark.judges import Judge
 from sparkbeam.runners.spark.live import Sink
-from sparkbeam.runners.spark.live_merges import slug, stage_sink
+from sparkbeam.runners.spark.live_merges import StagedFiles, slug, stage_sink
 from sparkbeam.runners.spark.observed import LATEST, model_watermark, observed_fields
 from sparkbeam.runners.spark.paths import paths_of, require_staging, scratch_directory
 from sparkbeam.runners.spark.planning import ancestors, origins_meet, stateful_depth
@@ -470,6 +470,11 @@ class StreamingRun:
         own = [stage for stage in self.stages if not stage.shared]
         for index, stage in enumerate(own):
             stage.checkpoint = join(self.directory, f"checkpoint-{index}")
+        if shared is not None:
+            final_stage = self.final
+            for rows in staged_paths.values():
+                assert final_stage.checkpoint is not None
+                shared.files.read_by(rows, final_stage.checkpoint, lambda: final_stage.query)
 
     def _shadow_stages(
         self,
@@ -561,6 +566,8 @@ class StreamingRun:
         except BaseException:
             self.stop()
             raise
+        if self.own_stages is not None:
+            self.own_stages.files.start()
 
     def stop(self) -> None:
         """Stop the run's queries (all of a live merge's stages too: the sinks stop together)
@@ -766,8 +773,19 @@ class LiveStages(SharedStages):
     temporary directory under the staging location (`cleanup` deletes it once
     every query stopped). A stage's directory is named after its origin's
     label (`stage-<label>`: `checkpoint`, `rows`, `feed`), which a pipeline
-    built again keeps.
+    built again keeps. Each run reading a stage registers its final query
+    with `files`, which deletes the stage's files once all have committed
+    them.
     """
+
+    def __init__(self, spark: SparkSession, root: str | None, staging: str | None) -> None:
+        super().__init__(spark, root, staging)
+        self.files = StagedFiles(self.paths)
+        """Deletes the stage files every final query reading them committed."""
+
+    def stop(self) -> None:
+        self.files.stop()
+        super().stop()
 
     def directory(self, node: Node) -> str:
         if self.root is None:
