@@ -75,10 +75,12 @@ each offset took. A batch run again after a failure re-reads only files of
 offsets past the last commit, which are not deleted; a deleted file stays
 listed in the stage's `_spark_metadata`, where a reader that has read it
 skips it (a file source keeps the files it has seen in its log and takes
-only new ones). Spark's own `cleanSource` is not enough: it deletes a file
+only new ones). The files of a stage batch the driver died while writing
+are in no log: they are deleted before the stage starts again
+(`delete_unlisted`). Spark's own `cleanSource` is not enough: it deletes a file
 after the first reader's batch, while other final queries may not have read
-it yet, and it forgets a file whose batch committed just before the driver
-died.
+it yet, and it is best effort (files may stay when the driver does not stop
+gracefully).
 
 `idle_after` counts epochs, which live sources do not have in common (a
 query runs a micro-batch only when its source has new data), so an idle
@@ -116,11 +118,28 @@ def stage_sink(path: str) -> Sink:
     return attach
 
 
-def staged_rows(spark: SparkSession, node: Node, path: str) -> DataFrame:
+def staged_rows(spark: SparkSession, node: Node, path: str, first_read: bool) -> DataFrame:
     """The rows a stage query wrote for `node` (a `WithWatermark`) at `path`, as a file stream:
-    every committed batch not read yet, in one micro-batch (no file limit)."""
+    every committed batch not read yet, in one micro-batch (no file limit).
+
+    A query reading them for the first time (`first_read`: a sink added to a
+    pipeline started again on its checkpoint location) takes the files still
+    there: the stage's log lists the ones every earlier reader committed,
+    which are deleted (`StagedFiles`). Any other reader finds every file it
+    has not read, and a missing one fails it."""
     schema = spark_schema(node.info.schema, node.label)
-    return spark.readStream.schema(schema).parquet(path)
+    reader = spark.readStream.schema(schema)
+    if first_read:
+        reader = reader.option("ignoreMissingFiles", "true")
+    return reader.parquet(path)
+
+
+def has_committed(paths: Paths, checkpoint: str) -> bool:
+    """Whether the query with `checkpoint` has committed a micro-batch (`commits/<b>`)."""
+    commits = join(checkpoint, "commits")
+    if paths.kind(commits) != "directory":
+        return False
+    return any(is_file and name.isdigit() for name, is_file in paths.list(commits))
 
 
 def slug(label: str) -> str:
@@ -219,6 +238,39 @@ def source_log_entries(paths: Paths, log: str, after: int, through: int) -> list
                 if after < int(entry["batchId"]) <= through:
                     entries.append(entry)
     return entries
+
+
+def delete_unlisted(paths: Paths, rows: str) -> int:
+    """Delete the data files in a stage's `rows` that its file sink's log (`_spark_metadata`)
+    does not list; how many. Run before the stage query starts, when no batch is writing:
+    such a file is from a batch that never committed (the driver died while it wrote),
+    which the query runs again writing files of other names, and no reader ever lists."""
+    log = join(rows, "_spark_metadata")
+    if paths.kind(log) != "directory":
+        return 0
+    batches: dict[str, int] = {}
+    for name, is_file in paths.list(log):
+        number = name[: -len(".compact")] if name.endswith(".compact") else name
+        if is_file and number.isdigit():
+            batches[name] = int(number)
+    compactions = [batches[n] for n in batches if n.endswith(".compact")]
+    latest = max(compactions, default=-1)
+    listed: set[str] = set()
+    for name, batch in batches.items():
+        if batch > latest or name == f"{latest}.compact":
+            for line in read_text(paths, join(log, name)).splitlines()[1:]:
+                if line.strip():
+                    listed.add(posixpath.basename(_directory_path(json.loads(line)["path"])))
+    present = {name for name, is_file in paths.list(rows) if is_file}
+    deleted = 0
+    for name in sorted(present):
+        if name.startswith(("_", ".")) or name in listed:
+            continue
+        paths.delete(join(rows, name))
+        deleted += 1
+        if f".{name}.crc" in present:
+            paths.delete(join(rows, f".{name}.crc"))
+    return deleted
 
 
 def _directory_path(uri: str) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import datetime as _dt
+import json
 import operator
 import re
 import threading
@@ -20,7 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from sparkbeam.arrow import from_arrow, to_arrow
 from sparkbeam.graph import Node
-from sparkbeam.paths import join
+from sparkbeam.paths import join, read_text
 from sparkbeam.runners.shared.alignment import AlignmentGraph
 from sparkbeam.runners.spark import limits
 from sparkbeam.runners.spark.engine_errors import spark_errors
@@ -35,7 +36,13 @@ from sparkbeam.runners.spark.epochs import (
 from sparkbeam.runners.spark.fed_stage import FedWatermark
 from sparkbeam.runners.spark.judges import Judge
 from sparkbeam.runners.spark.live import Sink
-from sparkbeam.runners.spark.live_merges import StagedFiles, slug, stage_sink
+from sparkbeam.runners.spark.live_merges import (
+    StagedFiles,
+    delete_unlisted,
+    has_committed,
+    slug,
+    stage_sink,
+)
 from sparkbeam.runners.spark.observed import LATEST, model_watermark, observed_fields
 from sparkbeam.runners.spark.paths import paths_of, require_staging, scratch_directory
 from sparkbeam.runners.spark.planning import ancestors, origins_meet, stateful_depth
@@ -470,10 +477,11 @@ class StreamingRun:
         own = [stage for stage in self.stages if not stage.shared]
         for index, stage in enumerate(own):
             stage.checkpoint = join(self.directory, f"checkpoint-{index}")
-        if shared is not None:
+        if shared is not None and staged_paths:
             final_stage = self.final
+            assert final_stage.checkpoint is not None
+            final.first_read = not has_committed(self.paths, final_stage.checkpoint)
             for rows in staged_paths.values():
-                assert final_stage.checkpoint is not None
                 shared.files.read_by(rows, final_stage.checkpoint, lambda: final_stage.query)
 
     def _shadow_stages(
@@ -796,6 +804,15 @@ class LiveStages(SharedStages):
         """Where the stage of `node` (a `WithWatermark`) writes its rows."""
         return join(self.directory(node), "rows")
 
+    def _running(self, checkpoint: str) -> bool:
+        """Whether a query of this session runs on `checkpoint` already (its id, in the
+        checkpoint's `metadata`, is active): then its files are not to be touched."""
+        metadata = join(checkpoint, "metadata")
+        if self.paths.kind(metadata) != "file":
+            return False
+        query_id = json.loads(read_text(self.paths, metadata).splitlines()[0])["id"]
+        return any(str(query.id) == query_id for query in self.spark.streams.active)
+
     def stage(self, nodes: Sequence[Node], node: Node) -> Stage:
         """The stage query of origin `node`, planned and translated on first use."""
         stage = self.stages.get(node.id)
@@ -812,8 +829,11 @@ class LiveStages(SharedStages):
         translation.run()
         rows = self.rows(node)
         self.paths.mkdirs(rows)  # there before any query reads it
+        checkpoint = join(directory, "checkpoint")
+        if not self._running(checkpoint):
+            delete_unlisted(self.paths, rows)  # a batch that never committed wrote them
         stage = Stage(translation, node, sink=stage_sink(rows))
-        stage.checkpoint = join(directory, "checkpoint")
+        stage.checkpoint = checkpoint
         stage.shared = True
         self.stages[node.id] = stage
         return stage

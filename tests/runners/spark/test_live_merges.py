@@ -110,15 +110,19 @@ def joined(p: sb.Pipeline, base: str, slow: str | None = None) -> Outputs:
     return {"window_left": window_join(a, b)}, [a, b]
 
 
-def merges(p: sb.Pipeline, base: str) -> Outputs:
-    """A Union, a left outer window join and an interval join of the two streams."""
+def merges(p: sb.Pipeline, base: str, added: bool = False) -> Outputs:
+    """A Union, a left outer window join and an interval join of the two streams (`added`:
+    and their plain union, a sink added when the pipeline starts again)."""
     a, b = sources(p, base)
     union = a.union(b).tumble("t", "10 seconds")
-    return {
+    outputs = {
         "union": union.combine_per_key(["k", "window_start"], n=sb.Count(), total=sb.Sum("v")),
         "window_left": window_join(a, b),
         "interval": a.join(b, on="k", times=("t", "t"), within=("0 seconds", "5 seconds")),
-    }, [a, b]
+    }
+    if added:
+        outputs["added"] = a.union(b)
+    return outputs, [a, b]
 
 
 def read_sink(path: str) -> list[dict[str, Any]]:
@@ -220,7 +224,7 @@ def test_live_union_and_joins_agree_with_the_direct_runner(spark: Any, tmp_path:
     join's query stopped, the files of a fourth file's batches stay, since it
     has not read them; started again on the checkpoints, it reads them (and
     they go), and every sink holds the direct runner's rows, none lost or
-    repeated."""
+    repeated. A sink added then starts with the stage files still there."""
     base, out, checkpoints = (str(tmp_path / name) for name in ("in", "out", "ckpt"))
     add_epoch(base, 0)
     add_epoch(base, 1)
@@ -244,11 +248,13 @@ def test_live_union_and_joins_agree_with_the_direct_runner(spark: Any, tmp_path:
     assert all(unread.values())
     assert stage_files(checkpoints) == unread
 
-    again = Chain(spark, merges, base, out, checkpoints)
+    again = Chain(spark, merges, base, out, checkpoints, added=True)
     again.settle()
     again.stop()
     assert stage_files(checkpoints) == {stage: set() for stage in before}
     assert_direct_rows(merges, base, out)
+    added = read_sink(os.path.join(out, "added"))  # the fourth files' rows, none late
+    assert sorted(row["v"] for row in added) == [300, 301, 350, 351]
 
 
 FAST = [[("a", 10), ("b", 12)], []]

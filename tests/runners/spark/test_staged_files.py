@@ -14,6 +14,7 @@ from sparkbeam.paths import DriverPaths
 from sparkbeam.runners.spark.live_merges import (
     StagedFiles,
     committed_offsets,
+    delete_unlisted,
     source_log_entries,
 )
 
@@ -117,3 +118,20 @@ def test_a_stage_file_goes_once_every_reader_committed_the_batch_that_read_it(
     assert again.clean() == 1
     assert left() == ["_spark_metadata"]
     assert again.clean() == 0
+
+
+def test_files_of_a_stage_batch_that_never_committed_are_deleted_before_it_starts(
+    tmp_path: Any,
+) -> None:
+    """The stage's log lists p1 and p2 (a compaction, then a batch of its own); p3 was written
+    by a batch the driver died in: deleted, with its checksum, and nothing else."""
+    rows = str(tmp_path / "rows")
+    log = os.path.join(rows, "_spark_metadata")
+    write_log(log, "0", [(f"file://{rows}/p0", 0)])  # an old file the compaction holds too
+    write_log(log, "9.compact", [(f"file://{rows}/p{n}", n) for n in range(2)])
+    write_log(log, "10", [(f"file://{rows}/p2", 10)])
+    for name in ("p1", "p2", "p3", ".p3.crc", ".p2.crc"):
+        open(os.path.join(rows, name), "w").close()
+    assert delete_unlisted(PATHS, rows) == 1
+    assert sorted(os.listdir(rows)) == [".p2.crc", "_spark_metadata", "p1", "p2"]
+    assert delete_unlisted(PATHS, rows) == 0
