@@ -68,19 +68,21 @@ model's and Spark's watermark `max - delay` on the same millisecond floor):
 
 A stage's data files are deleted once every final query reading them has
 committed the micro-batch that read them (`StagedFiles`), so the stage
-directories hold what some reader has not finished, not the whole history.
-A final query's progress names the log offset each file source had
-committed (`committed_offsets`); the source's log in its checkpoint (`sources/<i>/`) lists the files
-each offset took. A batch run again after a failure re-reads only files of
-offsets past the last commit, which are not deleted; a deleted file stays
+directories hold what some reader has not finished, not the whole history. A
+final query's progress names the log offset each file source had committed
+(`committed_offsets`); the source's log in its checkpoint (`sources/<i>/`)
+lists the files each offset took. A batch run again after a failure re-reads
+only files of offsets past the last commit, which are not deleted (a file
+deleted before its reader planned the batch would lose its rows silently:
+Spark's file source skips a file that is gone then); a deleted file stays
 listed in the stage's `_spark_metadata`, where a reader that has read it
 skips it (a file source keeps the files it has seen in its log and takes
-only new ones). The files of a stage batch the driver died while writing
-are in no log: they are deleted before the stage starts again
-(`delete_unlisted`). Spark's own `cleanSource` is not enough: it deletes a file
-after the first reader's batch, while other final queries may not have read
-it yet, and it is best effort (files may stay when the driver does not stop
-gracefully).
+only new ones). The files of a stage batch the driver died while writing are
+in no log: they are deleted before the stage starts again
+(`delete_unlisted`). Spark's own `cleanSource` is not enough: it deletes a
+file after the first reader's batch, while other final queries may not have
+read it yet, and it is best effort (files may stay when the driver does not
+stop gracefully).
 
 `idle_after` counts epochs, which live sources do not have in common (a
 query runs a micro-batch only when its source has new data), so an idle
@@ -118,28 +120,18 @@ def stage_sink(path: str) -> Sink:
     return attach
 
 
-def staged_rows(spark: SparkSession, node: Node, path: str, first_read: bool) -> DataFrame:
+def staged_rows(spark: SparkSession, node: Node, path: str) -> DataFrame:
     """The rows a stage query wrote for `node` (a `WithWatermark`) at `path`, as a file stream:
     every committed batch not read yet, in one micro-batch (no file limit).
 
-    A query reading them for the first time (`first_read`: a sink added to a
-    pipeline started again on its checkpoint location) takes the files still
-    there: the stage's log lists the ones every earlier reader committed,
-    which are deleted (`StagedFiles`). Any other reader finds every file it
-    has not read, and a missing one fails it."""
+    A query reading them for the first time (a sink added to a pipeline
+    started again on its checkpoint location) takes the files still there:
+    Spark's file source plans a batch on the files of the stage's log it has
+    not seen, and drops those missing then (its file index skips a path
+    that is not there); a file deleted after the batch was planned fails
+    it (`FAILED_READ_FILE.FILE_NOT_EXIST`)."""
     schema = spark_schema(node.info.schema, node.label)
-    reader = spark.readStream.schema(schema)
-    if first_read:
-        reader = reader.option("ignoreMissingFiles", "true")
-    return reader.parquet(path)
-
-
-def has_committed(paths: Paths, checkpoint: str) -> bool:
-    """Whether the query with `checkpoint` has committed a micro-batch (`commits/<b>`)."""
-    commits = join(checkpoint, "commits")
-    if paths.kind(commits) != "directory":
-        return False
-    return any(is_file and name.isdigit() for name, is_file in paths.list(commits))
+    return spark.readStream.schema(schema).parquet(path)
 
 
 def slug(label: str) -> str:

@@ -39,7 +39,6 @@ from sparkbeam.runners.spark.live import Sink
 from sparkbeam.runners.spark.live_merges import (
     StagedFiles,
     delete_unlisted,
-    has_committed,
     slug,
     stage_sink,
 )
@@ -480,7 +479,6 @@ class StreamingRun:
         if shared is not None and staged_paths:
             final_stage = self.final
             assert final_stage.checkpoint is not None
-            final.first_read = not has_committed(self.paths, final_stage.checkpoint)
             for rows in staged_paths.values():
                 shared.files.read_by(rows, final_stage.checkpoint, lambda: final_stage.query)
 

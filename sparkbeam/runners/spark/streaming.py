@@ -184,9 +184,6 @@ class StreamingTranslation(Translation):
         self.staged_paths = staged_paths or {}
         """Live merges: where a stage query writes each staged node's rows (its file sink),
         read as a file stream instead of a channel of the feed (`live_merges`)."""
-        self.first_read = False
-        """Live merges: whether this query has never committed a batch, so it reads the stage
-        files still there (`staged_rows`)."""
         self.epoch_marks: dict[int, tuple[int, str]] = {}
         """`WithWatermark`s the runner feeds straight from a replayed source: the source and
         the column of its epoch files that holds the watermark (`late_filter`)."""
@@ -526,7 +523,7 @@ def restamp(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -
     run = _streaming(translation)
     path = run.staged_paths.get(node.id)
     if path is not None:  # a live stage's file sink (`live_merges`)
-        rows = staged_rows(run.spark, node, path, run.first_read)
+        rows = staged_rows(run.spark, node, path)
         return _declare_watermark(run, node, rows, counted=False)
     return _declare_watermark(run, node, run.frame(f"staged-{node.id}"), counted=False)
 
