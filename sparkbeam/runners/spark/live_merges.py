@@ -99,7 +99,7 @@ import posixpath
 import re
 import threading
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -148,10 +148,10 @@ _log = logging.getLogger(__name__)
 _FILE_SOURCE = re.compile(r"FileStreamSource\[(?P<path>.*)\]")
 
 
-def committed_offsets(paths: Paths, checkpoint: str, progress: Sequence[Any]) -> dict[str, int]:
+def committed_offsets(paths: Paths, checkpoint: str, report: Any) -> dict[str, int]:
     """Each file source's log offset (by the directory it reads, `_directory_path`) that the
-    query with `checkpoint` has committed, by the last report of `progress` (its recent
-    progress); empty before its first report.
+    query with `checkpoint` has committed, by its last progress `report` (None before its
+    first: nothing).
 
     A report of batch `b` names each source's offsets before the batch
     (`startOffset`: what the query had committed when it began) and after it
@@ -160,9 +160,8 @@ def committed_offsets(paths: Paths, checkpoint: str, progress: Sequence[Any]) ->
     the next batch's id) the offsets before it count. The offsets file of the
     checkpoint is no help: it does not say which source each of its lines is
     (a source the plan holds twice has two)."""
-    if not progress:
+    if not report:
         return {}
-    report = progress[-1]
     commit = join(checkpoint, "commits", str(report.get("batchId")))
     bound = "endOffset" if paths.kind(commit) == "file" else "startOffset"
     offsets: dict[str, int] = {}
@@ -323,21 +322,11 @@ class StagedFiles:
                 query = query_of()
                 if query is None:
                     continue
-                offsets = committed_offsets(self.paths, checkpoint, query.recentProgress)
+                offsets = committed_offsets(self.paths, checkpoint, query.lastProgress)
                 for directory, offset in offsets.items():
                     rows = directories.get(directory)
-                    if rows is None or checkpoint not in self.readers[rows]:
-                        continue
-                    log = self._log(checkpoint, directory)
-                    counted = self.counted.get(log, -1) if log is not None else offset
-                    if log is None or offset <= counted:
-                        continue
-                    files = self.committed.setdefault(rows, {})
-                    for entry in source_log_entries(self.paths, log, counted, offset):
-                        path = _directory_path(entry["path"])
-                        if posixpath.dirname(path) == directory:
-                            files.setdefault(posixpath.basename(path), set()).add(checkpoint)
-                    self.counted[log] = offset
+                    if rows is not None and checkpoint in self.readers[rows]:
+                        self._count(checkpoint, rows, directory, offset)
             deleted = 0
             for rows, readers in self.readers.items():
                 files = self.committed.get(rows, {})
@@ -354,6 +343,20 @@ class StagedFiles:
                         del files[name]
             self.deleted += deleted
             return deleted
+
+    def _count(self, checkpoint: str, rows: str, directory: str, offset: int) -> None:
+        """Count the files of `rows` the reader with `checkpoint` committed up to `offset` of
+        its source on them (`directory`: `rows` as `_directory_path` spells it)."""
+        log = self._log(checkpoint, directory)
+        counted = self.counted.get(log, -1) if log is not None else offset
+        if log is None or offset <= counted:
+            return
+        files = self.committed.setdefault(rows, {})
+        for entry in source_log_entries(self.paths, log, counted, offset):
+            path = _directory_path(entry["path"])
+            if posixpath.dirname(path) == directory:
+                files.setdefault(posixpath.basename(path), set()).add(checkpoint)
+        self.counted[log] = offset
 
     def _log(self, checkpoint: str, directory: str) -> str | None:
         """The log of the reader's file source on `directory` (None: none with an entry yet)."""

@@ -65,7 +65,7 @@ class Reader:
         self.checkpoint = os.path.join(root, name)
         self.rows = rows
         self.log = os.path.join(self.checkpoint, "sources", "0")
-        self.recentProgress: list[dict[str, Any]] = []
+        self.lastProgress: dict[str, Any] | None = None
         os.makedirs(os.path.join(self.checkpoint, "commits"), exist_ok=True)
 
     def batch(self, batch: int, offset: int, files: list[str], commit: bool = True) -> None:
@@ -78,7 +78,7 @@ class Reader:
             "startOffset": {"logOffset": offset - 1} if offset else None,
             "endOffset": {"logOffset": offset},
         }
-        self.recentProgress.append({"batchId": batch, "sources": [source]})
+        self.lastProgress = {"batchId": batch, "sources": [source]}
 
 
 def test_a_stage_file_goes_once_every_reader_committed_the_batch_that_read_it(
@@ -103,7 +103,7 @@ def test_a_stage_file_goes_once_every_reader_committed_the_batch_that_read_it(
     assert files.clean() == 0
     second.batch(0, 0, ["p1"])
     second.batch(1, 1, ["p2"], commit=False)  # running, or killed: run again after a restart
-    assert committed_offsets(PATHS, second.checkpoint, second.recentProgress) == {rows: 0}
+    assert committed_offsets(PATHS, second.checkpoint, second.lastProgress) == {rows: 0}
     assert files.clean() == 1
     assert left() == ["_spark_metadata", "p2", "p3"]
 
