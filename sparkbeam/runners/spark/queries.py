@@ -8,6 +8,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import datetime as _dt
+import json
 import operator
 import re
 import threading
@@ -20,7 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from sparkbeam.arrow import from_arrow, to_arrow
 from sparkbeam.graph import Node
-from sparkbeam.paths import join
+from sparkbeam.paths import join, read_text
 from sparkbeam.runners.shared.alignment import AlignmentGraph
 from sparkbeam.runners.spark import limits
 from sparkbeam.runners.spark.engine_errors import spark_errors
@@ -35,7 +36,12 @@ from sparkbeam.runners.spark.epochs import (
 from sparkbeam.runners.spark.fed_stage import FedWatermark
 from sparkbeam.runners.spark.judges import Judge
 from sparkbeam.runners.spark.live import Sink
-from sparkbeam.runners.spark.live_merges import slug, stage_sink
+from sparkbeam.runners.spark.live_merges import (
+    StagedFiles,
+    delete_unlisted,
+    slug,
+    stage_sink,
+)
 from sparkbeam.runners.spark.observed import LATEST, model_watermark, observed_fields
 from sparkbeam.runners.spark.paths import paths_of, require_staging, scratch_directory
 from sparkbeam.runners.spark.planning import ancestors, origins_meet, stateful_depth
@@ -470,6 +476,11 @@ class StreamingRun:
         own = [stage for stage in self.stages if not stage.shared]
         for index, stage in enumerate(own):
             stage.checkpoint = join(self.directory, f"checkpoint-{index}")
+        if shared is not None and staged_paths:
+            final_stage = self.final
+            assert final_stage.checkpoint is not None
+            for rows in staged_paths.values():
+                shared.files.read_by(rows, final_stage.checkpoint, lambda: final_stage.query)
 
     def _shadow_stages(
         self,
@@ -561,6 +572,8 @@ class StreamingRun:
         except BaseException:
             self.stop()
             raise
+        if self.own_stages is not None:
+            self.own_stages.files.start()
 
     def stop(self) -> None:
         """Stop the run's queries (all of a live merge's stages too: the sinks stop together)
@@ -766,8 +779,19 @@ class LiveStages(SharedStages):
     temporary directory under the staging location (`cleanup` deletes it once
     every query stopped). A stage's directory is named after its origin's
     label (`stage-<label>`: `checkpoint`, `rows`, `feed`), which a pipeline
-    built again keeps.
+    built again keeps. Each run reading a stage registers its final query
+    with `files`, which deletes the stage's files once all have committed
+    them.
     """
+
+    def __init__(self, spark: SparkSession, root: str | None, staging: str | None) -> None:
+        super().__init__(spark, root, staging)
+        self.files = StagedFiles(self.paths)
+        """Deletes the stage files every final query reading them committed."""
+
+    def stop(self) -> None:
+        self.files.stop()
+        super().stop()
 
     def directory(self, node: Node) -> str:
         if self.root is None:
@@ -777,6 +801,15 @@ class LiveStages(SharedStages):
     def rows(self, node: Node) -> str:
         """Where the stage of `node` (a `WithWatermark`) writes its rows."""
         return join(self.directory(node), "rows")
+
+    def _running(self, checkpoint: str) -> bool:
+        """Whether a query of this session runs on `checkpoint` already (its id, in the
+        checkpoint's `metadata`, is active): then its files are not to be touched."""
+        metadata = join(checkpoint, "metadata")
+        if self.paths.kind(metadata) != "file":
+            return False
+        query_id = json.loads(read_text(self.paths, metadata).splitlines()[0])["id"]
+        return any(str(query.id) == query_id for query in self.spark.streams.active)
 
     def stage(self, nodes: Sequence[Node], node: Node) -> Stage:
         """The stage query of origin `node`, planned and translated on first use."""
@@ -794,8 +827,11 @@ class LiveStages(SharedStages):
         translation.run()
         rows = self.rows(node)
         self.paths.mkdirs(rows)  # there before any query reads it
+        checkpoint = join(directory, "checkpoint")
+        if not self._running(checkpoint):
+            delete_unlisted(self.paths, rows)  # a batch that never committed wrote them
         stage = Stage(translation, node, sink=stage_sink(rows))
-        stage.checkpoint = join(directory, "checkpoint")
+        stage.checkpoint = checkpoint
         stage.shared = True
         self.stages[node.id] = stage
         return stage

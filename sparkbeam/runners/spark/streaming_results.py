@@ -127,6 +127,7 @@ class SparkStreamingResult(ResultViews):
             with spark_errors(self.pipeline.nodes, node):
                 run.execute()
             self.sinks[node.id] = run
+        self.live_stages.files.start()
 
     @property
     def queries(self) -> list[Any]:
@@ -136,10 +137,13 @@ class SparkStreamingResult(ResultViews):
         return list({id(query): query for query in queries}.values())
 
     def process_all_available(self) -> None:
-        """Block until the live queries have processed every row available now (tests)."""
+        """Block until the live queries have processed every row available now (tests), then
+        delete the stage files of live merges that every reader committed."""
         with spark_errors(self.pipeline.nodes):
             for query in self.queries:
                 query.processAllAvailable()
+        if self.live_stages is not None:
+            self.live_stages.files.clean()
 
     def await_termination(self, timeout: float | None = None) -> bool:
         """Wait for the live queries to end (all of them, within `timeout` seconds each)."""

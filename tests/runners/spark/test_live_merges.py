@@ -12,6 +12,7 @@ anyway (`live_merges`, point 3).
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from datetime import datetime, timedelta
@@ -109,15 +110,19 @@ def joined(p: sb.Pipeline, base: str, slow: str | None = None) -> Outputs:
     return {"window_left": window_join(a, b)}, [a, b]
 
 
-def merges(p: sb.Pipeline, base: str) -> Outputs:
-    """A Union, a left outer window join and an interval join of the two streams."""
+def merges(p: sb.Pipeline, base: str, added: bool = False) -> Outputs:
+    """A Union, a left outer window join and an interval join of the two streams (`added`:
+    and their plain union, a sink added when the pipeline starts again)."""
     a, b = sources(p, base)
     union = a.union(b).tumble("t", "10 seconds")
-    return {
+    outputs = {
         "union": union.combine_per_key(["k", "window_start"], n=sb.Count(), total=sb.Sum("v")),
         "window_left": window_join(a, b),
         "interval": a.join(b, on="k", times=("t", "t"), within=("0 seconds", "5 seconds")),
-    }, [a, b]
+    }
+    if added:
+        outputs["added"] = a.union(b)
+    return outputs, [a, b]
 
 
 def read_sink(path: str) -> list[dict[str, Any]]:
@@ -184,10 +189,42 @@ def assert_direct_rows(
         assert [spark_result.late_count(w) for w in built[1]] == late
 
 
+def stage_files(checkpoints: str) -> dict[str, set[str]]:
+    """Each stage's data files on disk, by stage directory."""
+    stages = sorted(n for n in os.listdir(checkpoints) if n.startswith("stage-"))
+    return {
+        stage: {
+            n for n in os.listdir(os.path.join(checkpoints, stage, "rows")) if n.startswith("part-")
+        }
+        for stage in stages
+    }
+
+
+def stage_files_written(checkpoints: str) -> dict[str, set[str]]:
+    """Each stage's data files its file sink committed (its `_spark_metadata` log)."""
+    written: dict[str, set[str]] = {}
+    for stage in stage_files(checkpoints):
+        log = os.path.join(checkpoints, stage, "rows", "_spark_metadata")
+        names = written.setdefault(stage, set())
+        for batch in os.listdir(log):
+            if batch.split(".")[0].isdigit():
+                with open(os.path.join(log, batch)) as handle:
+                    lines = handle.read().splitlines()[1:]
+                names.update(os.path.basename(json.loads(line)["path"]) for line in lines)
+    return written
+
+
 def test_live_union_and_joins_agree_with_the_direct_runner(spark: Any, tmp_path: Any) -> None:
     """Two files per source before the start, a third once the queries run: the union's
     windows, the left outer window join and the interval join hold the direct runner's
-    rows before its flush, and the readings' late rows are the same."""
+    rows before its flush, and the readings' late rows are the same.
+
+    The stage files every sink's query committed are deleted as they go: once
+    all have processed the three files, none is left. With the interval
+    join's query stopped, the files of a fourth file's batches stay, since it
+    has not read them; started again on the checkpoints, it reads them (and
+    they go), and every sink holds the direct runner's rows, none lost or
+    repeated. A sink added then starts with the stage files still there."""
     base, out, checkpoints = (str(tmp_path / name) for name in ("in", "out", "ckpt"))
     add_epoch(base, 0)
     add_epoch(base, 1)
@@ -195,10 +232,29 @@ def test_live_union_and_joins_agree_with_the_direct_runner(spark: Any, tmp_path:
     assert len(chain.result.queries) == 5  # a stage per source, shared by the three sinks
     add_epoch(base, 2)  # while the queries run (under policy="min" no matter when)
     chain.settle()
-    chain.stop()
-    assert_direct_rows(merges, base, out, chain.result, chain.built)
     late = [chain.result.late_count(w) for w in chain.built[1]]
     assert late == [2, 0]  # on the readings' side only
+    assert_direct_rows(merges, base, out, chain.result, chain.built)
+    before = stage_files_written(checkpoints)
+    assert len(before) == 2 and all(before.values())
+    assert stage_files(checkpoints) == {stage: set() for stage in before}
+
+    [interval] = [r for r in chain.result.sinks.values() if "interval" in r.directory]
+    interval.final.query.stop()
+    add_epoch(base, 3)
+    chain.settle()
+    chain.stop()
+    unread = {s: names - before[s] for s, names in stage_files_written(checkpoints).items()}
+    assert all(unread.values())
+    assert stage_files(checkpoints) == unread
+
+    again = Chain(spark, merges, base, out, checkpoints, added=True)
+    again.settle()
+    again.stop()
+    assert stage_files(checkpoints) == {stage: set() for stage in before}
+    assert_direct_rows(merges, base, out)
+    added = read_sink(os.path.join(out, "added"))  # the fourth files' rows, none late
+    assert sorted(row["v"] for row in added) == [300, 301, 350, 351]
 
 
 FAST = [[("a", 10), ("b", 12)], []]
@@ -275,6 +331,8 @@ def test_a_live_join_survives_a_clean_stop_and_a_driver_killed_during_a_batch(
     first.stop()
     after_two = read_sink(os.path.join(out, "window_left"))
     assert after_two  # windows closed and matched by the second files
+    assert all(stage_files_written(checkpoints).values())
+    assert not any(stage_files(checkpoints).values())  # read and committed: deleted
 
     add_epoch(base, 2)
     open(slow, "w").close()
@@ -286,6 +344,7 @@ def test_a_live_join_survives_a_clean_stop_and_a_driver_killed_during_a_batch(
     third.settle()
     third.stop()
     assert_direct_rows(joined, base, out)
+    assert not any(stage_files(checkpoints).values())
 
 
 def test_max_drift_at_a_live_merge_is_refused_before_anything_starts(
