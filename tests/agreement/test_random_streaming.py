@@ -44,8 +44,8 @@ parametrized over the four shapes, so that every run covers each of them;
 every drawn example is compared, also those where the direct runner emits and
 drops nothing (Spark must then emit nothing too). Under `CI=true` (the
 derandomized "ci" profile) it runs `CI_EXAMPLES` example per shape, which is
-hypothesis's first and simplest (a row or two per epoch, no step but the
-`WithWatermark` and the shape's merge, late rows collected), and reports a
+hypothesis's first and simplest (a row per epoch, the fewest steps the shape
+allows, late rows collected), and reports a
 failure without shrinking it; elsewhere `LOCAL_EXAMPLES` per shape, shrunk.
 `SPARKBEAM_MORE_EXAMPLES=<n>` (read by `tests/conftest.py`; `make test-more`)
 runs n examples in all, spread over the shapes, drawn afresh each run: do
@@ -197,7 +197,7 @@ class Stream:
 @st.composite
 def streams(draw: st.DrawFn, kind: type) -> Stream:
     """Epoch `e`'s times lie around `8 e`, out of order: rows of earlier epochs come late."""
-    # Neither 0 (hypothesis's first, simplest case: rows, and times that are not None)
+    # 2, not 0: hypothesis's first and simplest case then has times that are not None
     with_none = draw(st.integers(0, 2)) == 2
     epochs = []
     for epoch in range(draw(st.integers(2, 3))):
@@ -216,7 +216,7 @@ def streams(draw: st.DrawFn, kind: type) -> Stream:
             times = st.tuples(st.integers(0, 4), times).map(lambda x: None if x[0] == 4 else x[1])
         keys = st.sampled_from(["a", "b", None])
         row = st.fixed_dictionaries({"k": keys, "v": st.none() | st.integers(-3, 9), "t": times})
-        empty = draw(st.integers(0, 5)) == 5  # nor here: its epochs have rows
+        empty = draw(st.integers(0, 5)) == 5  # 5, not 0: the simplest case's epochs have rows
         epochs.append(() if empty else tuple(draw(st.lists(row, min_size=1, max_size=6))))
     return Stream(tuple(epochs), kind)
 
