@@ -318,7 +318,7 @@ def check_variants(
     if others:
         checked.append(
             f"not checked: {', '.join(others)} (Spark's own rule for late rows, a row kept "
-            "while its window is open: other sums by design; the sink only counts rows)"
+            "while its window is open: other sums by design)"
         )
     return checked
 
