@@ -1,10 +1,14 @@
 # The two commands a new user needs (see README.md):
 #   make example   install everything and run examples/orders_per_minute.py
 #   make test      lint, type-check, build the docs site and run the whole test suite
+#   make test-more the random agreement tests with MORE (40) fresh examples: before a change
+#                  to the Spark runner is done (docs/layout.md)
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install example test bench
+MORE ?= 40
+
+.PHONY: install example test test-more bench
 
 install:
 	bash scripts/bootstrap.sh
@@ -17,6 +21,11 @@ test: install
 	$(PY) -m mypy
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest
+
+test-more: install
+	SPARKBEAM_MORE_EXAMPLES=$(MORE) PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest \
+		--hypothesis-show-statistics tests/agreement/test_random_streaming.py \
+		tests/agreement/test_random_pipelines.py
 
 bench: install
 	$(PY) benchmarks/run.py

@@ -34,6 +34,17 @@ to 5 s, watermark with a 5 s delay, 60 s tumbling windows, per-key sum):
   Streaming on a session with Spark's defaults for `local[*]`; each in a
   fresh process, its session started before the clock).
 
+Results are checked, never inside a timed region. The `direct` section checks
+that every job computed the same number of groups and total of their sums
+(Beam's, the loop's, the direct runner's); `scale` checks nothing. Each Spark
+script checks its jobs' sums, group by group, against the direct runner's run
+of the same pipeline over the same input, after its timed runs, and stops on
+a difference: every job of `spark-batch`, `spark-expressions` and
+`spark-defaults` (the join's rows; the sessions are counted, not read), and
+`sparkbeam` in `spark-streaming` (the hand-written streaming queries follow
+Spark's own rule for late rows, so their sums differ by design: not
+checked). The table's `Checks` list says what each section checked.
+
 Each direct-runner and Beam figure is the best of `--repeat` runs, each in a
 fresh process (so peak memory, `ru_maxrss`, is that configuration's alone).
 Seconds are wall time from building the pipeline to having its output
@@ -120,7 +131,9 @@ def same_sums(runs: Sequence[dict[str, Any]]) -> None:
         raise SystemExit(f"the jobs computed different sums: {runs}")
 
 
-def direct_section(args: argparse.Namespace, lines: list[Line], targets: list[str]) -> None:
+def direct_section(
+    args: argparse.Namespace, lines: list[Line], targets: list[str], checks: list[str]
+) -> None:
     directory = data.rows_directory(args.data, args.rows)
     jobs = {
         "plain Python loop": "loop",
@@ -133,10 +146,12 @@ def direct_section(args: argparse.Namespace, lines: list[Line], targets: list[st
     if os.path.exists(BEAM_PYTHON):
         beam = measure("beam", directory, args.repeat)
         same_sums([beam, *runs.values()])
+        checks.append(f"direct: Beam and {', '.join(runs)}: the same groups and total")
         beam_rate = beam["rows"] / beam["seconds"]
         lines.append(line("direct", f"Beam {beam['version']} DirectRunner", beam, "baseline"))
     else:
         same_sums(list(runs.values()))
+        checks.append(f"direct: {', '.join(runs)}: the same groups and total")
         lines.append(Line("direct", "Beam: not installed", compared="bash benchmarks/setup.sh"))
     loop = runs["plain Python loop"]["seconds"]
     for name, run in runs.items():
@@ -198,8 +213,16 @@ def spark_script(script: str, arguments: list[str]) -> dict[str, Any]:
 
 
 def spark_lines(
-    section: str, result: dict[str, Any], target: float, lines: list[Line], targets: list[str]
+    section: str,
+    result: dict[str, Any],
+    target: float,
+    lines: list[Line],
+    targets: list[str],
+    checks: list[str],
 ) -> None:
+    if not result.get("checked"):
+        raise SystemExit(f"{section}: the script says nothing of what it checked: {result}")
+    checks.extend(f"{section}: {statement}" for statement in result["checked"])
     rows, seconds = result["rows"], result["seconds"]
     hand = seconds["hand-written"]
     ratios = result.get("ratios") or {name: value / hand for name, value in seconds.items()}
@@ -218,7 +241,7 @@ def spark_lines(
         rounds = result["rounds"]
         pairs = zip(rounds["sparkbeam"], rounds["hand-written + end of input"], strict=True)
         like = statistics.median(mine / theirs for mine, theirs in pairs)
-        ended = f"; {like:.2f}x that of hand-written with its input ended, the same sums"
+        ended = f"; {like:.2f}x that of hand-written with its input ended"
     targets.append(
         f"{section}: sparkbeam takes {ratio:.2f}x the hand-written time "
         f"(target: within {target:.0%}, {verdict}{cpu_note}{ended}{load})"
@@ -285,8 +308,9 @@ def main() -> None:
     started = machine()
     lines: list[Line] = []
     targets: list[str] = []
+    checks: list[str] = []
     if "direct" in sections:
-        direct_section(args, lines, targets)
+        direct_section(args, lines, targets, checks)
     if "scale" in sections:
         scale_section(args, lines, targets)
     if "spark-batch" in sections:
@@ -294,13 +318,14 @@ def main() -> None:
         batch = spark_script(
             "spark_batch.py", ["--rows", str(rows), "--repeat", "1" if args.quick else "3"]
         )
-        spark_lines("spark batch", batch, 0.10, lines, targets)
+        spark_lines("spark batch", batch, 0.10, lines, targets, checks)
     if "spark-expressions" in sections:
         rows = 200_000 if args.quick else 2_000_000
         expressions = spark_script(
             "spark_expressions.py", ["--rows", str(rows), "--repeat", "1" if args.quick else "3"]
         )
-        spark_lines("spark expressions (filter, column, sum)", expressions, 0.10, lines, targets)
+        section = "spark expressions (filter, column, sum)"
+        spark_lines(section, expressions, 0.10, lines, targets, checks)
     if "spark-streaming" in sections:
         rows, epochs = (200_000, 4) if args.quick else (1_000_000, 10)
         repeat = "1" if args.quick else "3"
@@ -309,15 +334,17 @@ def main() -> None:
             "spark_streaming.py",
             [*common, "--variants", "hand-written;hand-written + end of input;sparkbeam"],
         )
-        spark_lines(f"spark streaming, {epochs} epochs", streaming, 0.25, lines, targets)
+        section = f"spark streaming, {epochs} epochs"
+        spark_lines(section, streaming, 0.25, lines, targets, checks)
         live = spark_script(
             "spark_streaming_live.py", [*common, "--variants", "hand-written;sparkbeam"]
         )
-        spark_lines(f"spark streaming, live, {epochs} files", live, 0.60, lines, targets)
+        section = f"spark streaming, live, {epochs} files"
+        spark_lines(section, live, 0.60, lines, targets, checks)
     if "spark-defaults" in sections:
         defaults = spark_script("spark_defaults.py", [])
         section = 'spark defaults (runner="spark"; by hand: Spark\'s)'
-        spark_lines(section, defaults, 0.25, lines, targets)
+        spark_lines(section, defaults, 0.25, lines, targets, checks)
 
     print(f"sparkbeam benchmarks, {time.strftime('%Y-%m-%d')}: {started}")
     print(table(lines))
@@ -326,6 +353,11 @@ def main() -> None:
         print("Targets:")
         for target in targets:
             print(f"- {target}")
+    if checks:
+        print()
+        print("Checks (after the timed runs; a difference stops the run):")
+        for check in checks:
+            print(f"- {check}")
     print(f"(load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())})")
 
 

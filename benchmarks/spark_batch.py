@@ -3,7 +3,10 @@
 Watermark + 60-second tumbling windows + per-key sum over N rows (100 keys,
 out-of-order event times) read from parquet, each written to Spark's `noop`
 sink so the whole plan runs. Runs alternate, translated and hand-written,
-and the table reports the median of each and their ratio.
+and the table reports the median of each and their ratio. After the timed
+runs, each job's sums (collected once, untimed) are checked against the
+direct runner's over the same files (`checks.py`); a difference stops the
+benchmark.
 
     .venv/bin/python benchmarks/spark_batch.py --rows 10000000 --repeat 3
 """
@@ -18,7 +21,9 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 
+from checks import Sums, check_sums
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -65,17 +70,60 @@ def hand_written(spark: SparkSession, path: str) -> DataFrame:
     )
 
 
-def translated(spark: SparkSession, path: str) -> DataFrame:
-    p = sb.Pipeline(runner=sb.SparkRunner(spark=spark))
-    totals = (
+def windowed_totals(p: sb.Pipeline, path: str) -> sb.PCollection:
+    return (
         (p | sb.ReadFiles(path, format="parquet"))
         .with_watermark("event_time", "5 seconds")
         .tumble("event_time", "60 seconds")
         .combine_per_key(["key", "window_start", "window_end"], total=sb.Sum("amount"))
     )
+
+
+def translated(spark: SparkSession, path: str) -> DataFrame:
+    p = sb.Pipeline(runner=sb.SparkRunner(spark=spark))
+    totals = windowed_totals(p, path)
     result = p.run()
     assert isinstance(result, sb.SparkResult)
     return result.to_dataframe(totals)
+
+
+def micros(value: datetime) -> int:
+    """A datetime (naive: UTC) as microseconds since the epoch."""
+    aware = value if value.tzinfo else value.replace(tzinfo=UTC)
+    return (aware - datetime(1970, 1, 1, tzinfo=UTC)) // datetime.resolution
+
+
+def direct_sums(path: str) -> Sums:
+    """The reference: the same pipeline on the direct runner, `(key, window start) -> total`."""
+    p = sb.Pipeline(runner=sb.DirectRunner())
+    totals = windowed_totals(p, path)
+    rows = p.run().collect(totals)
+    return {(row["key"], micros(row["window_start"])): row["total"] for row in rows}
+
+
+def frame_sums(frame: DataFrame, key: str, start: str, total: str) -> Sums:
+    """A job's result collected: `(key, window start in microseconds) -> total`."""
+    rows = frame.select(key, F.unix_micros(start).alias("start"), total).collect()
+    return {(row[0], row[1]): row[2] for row in rows}
+
+
+def check_jobs(
+    jobs: dict[str, Callable[[], DataFrame]],
+    sums_of: Callable[[str, DataFrame], Sums],
+    reference: str,
+    want: Sums,
+) -> list[str]:
+    """Each job's sums (one more, untimed run) against `want`; stops the benchmark on a
+    difference (`checks.check_sums`)."""
+    return [
+        check_sums(name, sums_of(name, build()), reference, want) for name, build in jobs.items()
+    ]
+
+
+def batch_sums(name: str, frame: DataFrame) -> Sums:
+    if name == "hand-written":
+        return frame_sums(frame, "key", "start", "total")
+    return frame_sums(frame, "key", "window_start", "total")
 
 
 def timed(build: Callable[[], DataFrame]) -> float:
@@ -104,16 +152,18 @@ def main() -> None:
     for _ in range(args.repeat):
         for name, build in jobs.items():
             times[name].append(timed(build))
+    checked = check_jobs(jobs, batch_sums, "the direct runner", direct_sums(path))
     hand = statistics.median(times["hand-written"])
     if args.json:
         medians = {name: statistics.median(values) for name, values in times.items()}
-        print(json.dumps({"rows": args.rows, "seconds": medians}))
+        print(json.dumps({"rows": args.rows, "seconds": medians, "checked": checked}))
         return
     print(f"Spark batch, watermark + tumble 60 s + per-key sum, {args.rows:,} rows, local[2]")
     print(f"{'job':<14} {'median s':>9} {'rows/s':>12} {'vs hand-written':>16}")
     for name, values in times.items():
         median = statistics.median(values)
         print(f"{name:<14} {median:>9.2f} {args.rows / median:>12,.0f} {median / hand:>15.2f}x")
+    print("checked:", *checked, sep="\n- ")
 
 
 if __name__ == "__main__":

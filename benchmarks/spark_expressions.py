@@ -4,7 +4,10 @@
 per-key `Sum("net")` over N rows read from parquet (the rows of
 `spark_batch.py`), each written to Spark's `noop` sink; the same with Python
 functions (`Filter(lambda)`, `Map`) for comparison. Runs alternate; the table
-reports the median of each and its ratio to the hand-written job.
+reports the median of each and its ratio to the hand-written job. After the
+timed runs, each job's per-key sums (collected once, untimed) are checked
+against the direct runner's over the same files; a difference stops the
+benchmark.
 
     .venv/bin/python benchmarks/spark_expressions.py --rows 2000000 --repeat 3
 """
@@ -18,9 +21,10 @@ import statistics
 import tempfile
 from typing import Any
 
+from checks import Sums
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from spark_batch import make_input, session, timed
+from spark_batch import check_jobs, make_input, session, timed
 
 import sparkbeam as sb
 
@@ -35,8 +39,7 @@ def hand_written(spark: SparkSession, path: str) -> DataFrame:
     )
 
 
-def translated(spark: SparkSession, path: str, python: bool = False) -> DataFrame:
-    p = sb.Pipeline(runner=sb.SparkRunner(spark=spark))
+def per_key_totals(p: sb.Pipeline, path: str, python: bool = False) -> sb.PCollection:
     orders = p | sb.ReadFiles(path, format="parquet")
     if python:
         schema: dict[str, Any] = {**dict(orders.schema.fields), "net": float}
@@ -44,10 +47,26 @@ def translated(spark: SparkSession, path: str, python: bool = False) -> DataFram
         derived = kept.map(lambda row: {**row, "net": row["amount"] * 0.8}, schema=schema)
     else:
         derived = orders.filter(sb.col("amount") >= 5).with_columns(net=sb.col("amount") * 0.8)
-    totals = derived.combine_per_key("key", total=sb.Sum("net"))
+    return derived.combine_per_key("key", total=sb.Sum("net"))
+
+
+def translated(spark: SparkSession, path: str, python: bool = False) -> DataFrame:
+    p = sb.Pipeline(runner=sb.SparkRunner(spark=spark))
+    totals = per_key_totals(p, path, python)
     result = p.run()
     assert isinstance(result, sb.SparkResult)
     return result.to_dataframe(totals)
+
+
+def direct_sums(path: str) -> Sums:
+    """The reference: the expression pipeline on the direct runner, `key -> total`."""
+    p = sb.Pipeline(runner=sb.DirectRunner())
+    totals = per_key_totals(p, path)
+    return {row["key"]: row["total"] for row in p.run().collect(totals)}
+
+
+def frame_sums(name: str, frame: DataFrame) -> Sums:
+    return {row["key"]: row["total"] for row in frame.select("key", "total").collect()}
 
 
 def main() -> None:
@@ -71,15 +90,17 @@ def main() -> None:
     for _ in range(args.repeat):
         for name, build in jobs.items():
             times[name].append(timed(build))
+    checked = check_jobs(jobs, frame_sums, "the direct runner", direct_sums(path))
     medians = {name: statistics.median(values) for name, values in times.items()}
     if args.json:
-        print(json.dumps({"rows": args.rows, "seconds": medians}))
+        print(json.dumps({"rows": args.rows, "seconds": medians, "checked": checked}))
         return
     hand = medians["hand-written"]
     print(f"Spark batch, filter + derived column + per-key sum, {args.rows:,} rows, local[2]")
     print(f"{'job':<28} {'median s':>9} {'rows/s':>12} {'vs hand-written':>16}")
     for name, median in medians.items():
         print(f"{name:<28} {median:>9.2f} {args.rows / median:>12,.0f} {median / hand:>15.2f}x")
+    print("checked:", *checked, sep="\n- ")
 
 
 if __name__ == "__main__":

@@ -27,6 +27,13 @@ Every variant runs `--repeat` rounds in turn; each line gives the median wall
 time, the median of its per-round ratios to hand-written, and the same ratio
 of CPU seconds (the driver, Spark's JVM and its Python workers).
 
+After the rounds, `sparkbeam`'s sums (its last round's rows, turned into sums
+after its clock stopped) are checked against the direct runner's over the
+same epochs; a difference stops the benchmark. The hand-written variants are
+not checked: they follow Spark's own rule for late rows (a row is kept while
+its window is open), so their sums differ from the model's by design; their
+sink only counts rows.
+
     .venv/bin/python benchmarks/spark_streaming.py --rows 2000000 --epochs 10
 """
 
@@ -47,6 +54,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from checks import Sums, check_sums
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -101,11 +109,14 @@ def make_epochs(rows: int, epochs: int) -> list[list[dict[str, Any]]]:
 
 
 def write_files(epochs: list[list[dict[str, Any]]], directory: str) -> list[str]:
+    """One parquet file per epoch, modification times in name order (Spark's file source reads
+    files by modification time, the direct runner by name)."""
     os.makedirs(directory, exist_ok=True)
     files = []
     for index, rows in enumerate(epochs):
         path = os.path.join(directory, f"epoch-{index:04d}.parquet")
         pq.write_table(pa.Table.from_pylist(rows), path)
+        os.utime(path, (1_700_000_000 + index, 1_700_000_000 + index))
         files.append(path)
     return files
 
@@ -253,20 +264,63 @@ def run_query(
     return time.perf_counter() - start
 
 
-def run_sparkbeam(spark: SparkSession, epochs: list[list[dict[str, Any]]]) -> float:
-    stream = sb.TestStream(schema={"key": str, "amount": float, "event_time": datetime})
-    for rows in epochs:
-        stream.add_epoch(rows)
-    start = time.perf_counter()
-    p = sb.Pipeline(runner=sb.SparkRunner(spark=spark))
-    totals = (
-        (p | stream)
-        .with_watermark("event_time", "5 seconds")
+def windowed_totals(source: sb.PCollection) -> sb.PCollection:
+    return (
+        source.with_watermark("event_time", "5 seconds")
         .tumble("event_time", "60 seconds")
         .combine_per_key(["key", "window_start", "window_end"], total=sb.Sum("amount"))
     )
-    p.run().collect(totals)
-    return time.perf_counter() - start
+
+
+def test_stream(epochs: list[list[dict[str, Any]]]) -> sb.TestStream:
+    stream = sb.TestStream(schema={"key": str, "amount": float, "event_time": datetime})
+    for rows in epochs:
+        stream.add_epoch(rows)
+    return stream
+
+
+def sums(rows: list[dict[str, Any]]) -> Sums:
+    """`(key, window start) -> total` of the windowed totals' rows."""
+    return {(row["key"], row["window_start"]): row["total"] for row in rows}
+
+
+def direct_sums(epochs: list[list[dict[str, Any]]]) -> Sums:
+    """The reference: the same pipeline over the same epochs on the direct runner."""
+    p = sb.Pipeline(runner=sb.DirectRunner())
+    totals = windowed_totals(p | test_stream(epochs))
+    return sums(p.run().collect(totals))
+
+
+def run_sparkbeam(
+    spark: SparkSession, epochs: list[list[dict[str, Any]]], answer: dict[str, Sums]
+) -> float:
+    """Seconds to run and collect the pipeline; its sums (made after the clock) into
+    `answer["sparkbeam"]`."""
+    stream = test_stream(epochs)
+    start = time.perf_counter()
+    p = sb.Pipeline(runner=sb.SparkRunner(spark=spark))
+    totals = windowed_totals(p | stream)
+    rows = p.run().collect(totals)
+    seconds = time.perf_counter() - start
+    answer["sparkbeam"] = sums(rows)
+    return seconds
+
+
+def check_variants(
+    names: list[str], answer: dict[str, Sums], reference: str, want: Callable[[], Sums]
+) -> list[str]:
+    """What is checked of the variants run (`names`): `sparkbeam`'s sums against `want()`
+    (a difference stops the benchmark); the hand-written ones are said not to be."""
+    checked = [
+        check_sums(name, answer[name], reference, want()) for name in names if name in answer
+    ]
+    others = [name for name in names if name not in answer]
+    if others:
+        checked.append(
+            f"not checked: {', '.join(others)} (Spark's own rule for late rows, a row kept "
+            "while its window is open: other sums by design)"
+        )
+    return checked
 
 
 def arguments(doc: str | None, rows: int) -> argparse.Namespace:
@@ -309,13 +363,21 @@ def main() -> None:
         "+ transformWithState filter": lambda: run_query(
             spark, lambda d: hand_written(spark, d, judge_filter("tws")), files, TWS
         ),
-        "sparkbeam": lambda: run_sparkbeam(spark, epochs),
+        "sparkbeam": lambda: run_sparkbeam(spark, epochs, answer),
     }
+    answer: dict[str, Sums] = {}
     title = (
         f"Spark streaming, watermark + tumble 60 s + per-key sum, {args.rows:,} rows, "
         f"{args.epochs} epochs, local[2]"
     )
-    measure(variants, args, title)
+    measure(
+        variants,
+        args,
+        title,
+        lambda names: check_variants(
+            names, answer, "the direct runner", lambda: direct_sums(epochs)
+        ),
+    )
     shutil.rmtree(data, ignore_errors=True)
 
 
@@ -347,10 +409,17 @@ def cpu_seconds(spark: SparkSession) -> float:
     return total
 
 
-def measure(variants: dict[str, Callable[[], float]], args: argparse.Namespace, title: str) -> None:
+def measure(
+    variants: dict[str, Callable[[], float]],
+    args: argparse.Namespace,
+    title: str,
+    check: Callable[[list[str]], list[str]],
+) -> None:
     """Run the chosen variants after a warm-up, `--repeat` rounds of all of them in turn (so
-    that a change in the machine's load falls on every variant alike); print the median of
-    each as a table, or one JSON line for run.py."""
+    that a change in the machine's load falls on every variant alike); then `check` the
+    results of the variants run (untimed; it stops the benchmark on a wrong result and says
+    what it checked); print the median of each and the checks as a table, or one JSON line
+    for run.py."""
     if args.variants:
         wanted = {"hand-written", *args.variants.split(";")}
         variants = {name: run for name, run in variants.items() if name in wanted}
@@ -373,6 +442,7 @@ def measure(variants: dict[str, Callable[[], float]], args: argparse.Namespace, 
             for name, times in runs.items()
         }
 
+    checked = check(list(variants))
     results = {name: statistics.median(times) for name, times in rounds.items()}
     ratios = median_ratios(rounds)
     cpu_ratios = median_ratios(cpu)
@@ -389,6 +459,7 @@ def measure(variants: dict[str, Callable[[], float]], args: argparse.Namespace, 
                     "cpu": {name: statistics.median(times) for name, times in cpu.items()},
                     "cpu_ratios": cpu_ratios,
                     "load": load,
+                    "checked": checked,
                 }
             )
         )
@@ -401,6 +472,7 @@ def measure(variants: dict[str, Callable[[], float]], args: argparse.Namespace, 
             f" {cpu_ratios[name]:>9.2f}x"
         )
     print(f"({args.repeat} round(s), medians; load average at the end: {load})")
+    print("checked:", *checked, sep="\n- ")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,28 @@ settings.register_profile(
 settings.register_profile("dev", max_examples=100, deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
+
+def more_examples() -> int | None:
+    """`SPARKBEAM_MORE_EXAMPLES=<n>`: the examples a deeper run of the random agreement tests
+    draws (`make test-more`), or None."""
+    value = os.environ.get("SPARKBEAM_MORE_EXAMPLES", "").strip()
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise pytest.UsageError(
+            f"SPARKBEAM_MORE_EXAMPLES={value!r}: give a number of examples, such as 40"
+        )
+    return int(value)
+
+
+if (count := more_examples()) is not None:
+    # The loaded profile with `count` examples drawn afresh each run (not derandomized): the
+    # random agreement tests read its max_examples.
+    settings.register_profile(
+        "more", settings.default, max_examples=count, derandomize=False, print_blob=True
+    )
+    settings.load_profile("more")
+
 SPARK_CONF = {
     # Two cores; a failed task is tried up to three times, as on a cluster (local mode's
     # default is once): a Python worker that does not connect back within Spark's fixed

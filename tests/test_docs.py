@@ -86,10 +86,12 @@ def blocks(page: Path) -> list[Block]:
     return found
 
 
-def run_page(page: Path, *, with_spark: bool) -> None:
-    """Run the page's python blocks in order in one namespace; check marked outputs."""
+def run_page(page: Path, *, with_spark: bool) -> int:
+    """Run the page's python blocks in order in one namespace; check marked outputs. Returns
+    how many blocks ran."""
     namespace: dict[str, Any] = {"__name__": f"docs.{page.stem}"}
     printed = ""
+    ran = 0
     for block in blocks(page):
         if block.marker == "output":
             assert printed.rstrip() == "\n".join(
@@ -102,17 +104,25 @@ def run_page(page: Path, *, with_spark: bool) -> None:
         code = compile(block.source, f"{page.name}:{block.line}", "exec")
         with contextlib.redirect_stdout(out):
             exec(code, namespace)
+        ran += 1
         printed = "\n".join(line.rstrip() for line in out.getvalue().splitlines())
+    return ran
 
 
 def spark_pages() -> list[Path]:
     return [page for page in PAGES if any(block.spark for block in blocks(page))]
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
+def pages_with_code() -> list[Path]:
+    """The pages with a python block that runs without Spark: a page with none has nothing
+    for `test_page_runs` to check (its Spark blocks run in `test_page_runs_on_spark`)."""
+    return [page for page in PAGES if any(b.runs and not b.spark for b in blocks(page))]
+
+
+@pytest.mark.parametrize("page", pages_with_code(), ids=lambda page: page.name)
 def test_page_runs(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    run_page(page, with_spark=False)
+    assert run_page(page, with_spark=False) > 0
 
 
 @pytest.mark.spark
@@ -121,7 +131,8 @@ def test_page_runs_on_spark(
     page: Path, spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    run_page(page, with_spark=True)
+    spark_blocks = sum(block.spark for block in blocks(page))
+    assert run_page(page, with_spark=True) >= spark_blocks > 0
 
 
 def test_blocks_not_run_are_the_listed_ones() -> None:

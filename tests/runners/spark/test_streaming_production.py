@@ -159,10 +159,12 @@ def test_live_files_survive_a_stop_between_batches_and_a_stop_during_one(
     write_epoch(source, 2)
     second = start()  # goes on from the checkpoint: epoch 2 is its first batch
     query = second.queries[0]
-    deadline = time.monotonic() + 60
-    while not query.status["isTriggerActive"] and time.monotonic() < deadline:
+    held_up = slow + ".started"  # written by the filter's task: epoch 2's batch is under way
+    deadline = time.monotonic() + 120
+    while not os.path.exists(held_up) and time.monotonic() < deadline:
         time.sleep(0.2)
-    time.sleep(2)  # the batch is under way, its task held up in the filter
+    assert os.path.exists(held_up), "epoch 2's micro-batch never reached the filter"
+    assert query.status["isTriggerActive"]
     stopper = threading.Thread(target=second.stop)
     stopper.start()
     stopper.join(timeout=120)
