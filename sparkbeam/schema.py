@@ -138,12 +138,19 @@ class Schema:
     def describe(self) -> str:
         return ", ".join(f"{name}: {type_name(kind)}" for name, kind in self.fields)
 
-    def require(self, column: str, where: str) -> None:
-        """Raise `PipelineError` naming `where` when `column` is not in the schema."""
+    def require(
+        self,
+        column: str,
+        where: str,
+        holder: str = "the input",
+        advice: str = "add the column with Select or Map before this transform",
+    ) -> None:
+        """Raise `PipelineError` naming `where` when `column` is not in the schema, which is
+        `holder`'s (`"the input"`, `"the right input"`, `"the output schema"`)."""
         if column not in self:
             raise PipelineError(
-                f"{where}: unknown column {column!r}; the input has columns {list(self.names)}: "
-                "use one of those, or add the column with Select or Map before this transform"
+                f"{where}: unknown column {column!r}; {holder} has columns {list(self.names)}: "
+                f"use one of those, or {advice}"
             )
 
 

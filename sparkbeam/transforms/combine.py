@@ -27,7 +27,7 @@ from collections.abc import Sequence
 import attrs
 
 from sparkbeam.derivation import WatermarkRule, passing
-from sparkbeam.errors import PipelineError
+from sparkbeam.errors import PipelineError, call_form
 from sparkbeam.graph import EdgeInfo, PrimitiveTransform
 from sparkbeam.schema import Schema, list_of, type_name
 from sparkbeam.transforms.validation import column_names, single_input
@@ -214,6 +214,11 @@ Aggregate = AggregateFn | CombineFn
 def _aggregate_type(name: str, aggregate: object, schema: Schema, label: str) -> type:
     if isinstance(aggregate, AggregateFn):
         return aggregate.output_type(schema, label)
+    if isinstance(aggregate, type) and issubclass(aggregate, (AggregateFn, CombineFn)):
+        raise PipelineError(
+            f"{label}: aggregate {name}={aggregate.__name__} is the class, not an aggregate; "
+            f"call it: {name}={call_form(aggregate)}"
+        )
     missing = [m for m in COMBINE_FN_METHODS if not callable(getattr(aggregate, m, None))]
     if missing:
         raise PipelineError(

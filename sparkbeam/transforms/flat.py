@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from sparkbeam.errors import DataError, PipelineError, described
-from sparkbeam.graph import PTransform
+from sparkbeam.graph import PTransform, input_node
 from sparkbeam.schema import Row
 from sparkbeam.transforms.elementwise import Filter, Map, RowFunction, Select
 
@@ -117,8 +117,12 @@ class Partition(PTransform):
         """Each row's index once (a `Map` keeping every column), then one `Filter` and `Select`
         per output: composed of primitives, so every runner runs it as they run those."""
         if len(inputs) != 1:
-            raise PipelineError(f"{self.default_label()}: apply it to one PCollection")
+            raise PipelineError(
+                f"{self.default_label()}: applied to {len(inputs)} inputs; apply it to one "
+                "PCollection: pcoll | sb.Partition(fn, n) (not to the pipeline)"
+            )
         (source,) = inputs
+        input_node(source, self.default_label())
         names = source.schema.names
         if PARTITION_COLUMN in names:
             raise PipelineError(
