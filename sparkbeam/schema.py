@@ -82,13 +82,17 @@ def list_element(column_type: type) -> type | None:
     return None
 
 
-def _column_type(value: object, column: str) -> type:
+def _column_type(value: object, column: str, where: str = "schema") -> type:
     if isinstance(value, str) and value.lower() in _TYPE_NAMES:
         return _TYPE_NAMES[value.lower()]
     if isinstance(value, type) and (value in COLUMN_TYPES or list_element(value) is not None):
         return value
     names = ", ".join(type_name(t) for t in COLUMN_TYPES)
-    raise PipelineError(f"column {column!r} has type {value!r}: use one of {names}")
+    raise PipelineError(
+        f"{where}: column {column!r} has type "
+        f"{value.__name__ if isinstance(value, type) else repr(value)}, "
+        f"which is no column type; use one of {names} (object for any other Python value)"
+    )
 
 
 @attrs.frozen
@@ -98,12 +102,17 @@ class Schema:
     fields: tuple[tuple[str, type], ...]
 
     @classmethod
-    def of(cls, spec: Schema | Mapping[str, object] | Sequence[tuple[str, object]]) -> Schema:
-        """A schema from a mapping (or pairs) of column name to type."""
+    def of(
+        cls,
+        spec: Schema | Mapping[str, object] | Sequence[tuple[str, object]],
+        where: str = "schema",
+    ) -> Schema:
+        """A schema from a mapping (or pairs) of column name to type; `PipelineError` naming
+        `where` (the transform given it) for a type that is no column type."""
         if isinstance(spec, Schema):
             return spec
         pairs = spec.items() if isinstance(spec, Mapping) else spec
-        fields = tuple((str(name), _column_type(kind, str(name))) for name, kind in pairs)
+        fields = tuple((str(name), _column_type(kind, str(name), where)) for name, kind in pairs)
         return cls(fields)
 
     @property

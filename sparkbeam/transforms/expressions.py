@@ -227,7 +227,10 @@ class Expr:
         """`length` characters from `start` (1-based; negative counts from the end), as SQL."""
         for value in (start, length):
             if not isinstance(value, int) or isinstance(value, bool):
-                raise PipelineError(f"substr: start and length are integers, got {value!r}")
+                raise PipelineError(
+                    f"substr({start!r}, {length!r}): start and length are integers, not "
+                    f"{type(value).__name__}s; write for example substr(1, 3)"
+                )
         return Substr(self, start, length)
 
     def truncate(self, unit: object) -> Expr:

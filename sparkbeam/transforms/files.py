@@ -167,7 +167,10 @@ class ReadFiles(PrimitiveTransform):
         streaming: bool = False,
     ) -> None:
         self.__attrs_init__(
-            os.fspath(path), format, None if schema is None else Schema.of(schema), streaming
+            os.fspath(path),
+            format,
+            None if schema is None else Schema.of(schema, "ReadFiles"),
+            streaming,
         )
 
     def default_label(self) -> str:

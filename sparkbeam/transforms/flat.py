@@ -107,7 +107,10 @@ class Partition(PTransform):
         if not callable(fn):
             raise PipelineError(f"Partition: fn must be callable, got {fn!r}")
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise PipelineError(f"Partition: n is the number of outputs, at least 1; got {n!r}")
+            raise PipelineError(
+                f"Partition: n={n!r}{' is a bool' if isinstance(n, bool) else ''}; n is the "
+                "number of outputs, a whole number at least 1 (sb.Partition(fn, 2))"
+            )
         self.__attrs_init__(fn, n)
 
     def default_label(self) -> str:
