@@ -513,6 +513,37 @@ def test_columns_of_type_object_are_refused(spark_runner: Any, where: str, fix: 
     assert fix in message, message
 
 
+@pytest.mark.parametrize(
+    ("kind", "written"),
+    [("timestamp[ns]", "microseconds"), ("uint64", "signed 64-bit integers")],
+)
+@pytest.mark.parametrize("live", [False, True], ids=["batch", "live"])
+def test_parquet_types_spark_cannot_read_are_refused_naming_the_column(
+    spark_runner: Any, tmp_path: Path, kind: str, written: str, live: bool
+) -> None:
+    """Spark's reader fails on these deep in a task, naming no column (uint64 as
+    `PlainValuesDictionary$PlainLongDictionary`); the runner refuses them first."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    values = (
+        pa.array([datetime(2026, 4, 1)], pa.timestamp("ns"))
+        if kind.startswith("timestamp")
+        else pa.array([1], pa.uint64())
+    )
+    source = tmp_path / "in"
+    source.mkdir()
+    pq.write_table(pa.table({"k": ["a"], "odd": values}), source / "part-0.parquet")
+    p = sb.Pipeline(runner=spark_runner)
+    rows = p | sb.ReadFiles(str(source), streaming=live)
+    _ = rows | sb.WriteFiles(str(tmp_path / "out")) if live else rows
+    with pytest.raises(sb.PipelineError) as info:
+        p.run()
+    message = str(info.value)
+    assert message.startswith("ReadFiles(in): column 'odd' of "), message
+    assert "part-0.parquet" in message and kind in message and written in message
+
+
 def test_a_refused_pipeline_runs_nothing(spark_runner: Any, tmp_path: Path) -> None:
     """Refused when translated, before any job: files written upstream are not written."""
     target = tmp_path / "out"
