@@ -147,7 +147,7 @@ def not_a_pcollection(value: object) -> str:
     if isinstance(value, PTransform):
         return (
             f"got the transform {value.default_label()}, not its output; apply it and give "
-            f"the PCollection it returns: p | {call_form(type(value))}"
+            f"the PCollection it returns (... | {call_form(type(value))})"
         )
     if type(value).__name__ == "Pipeline":  # `Pipeline` is defined on top of the transforms
         return (

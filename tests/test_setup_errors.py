@@ -454,7 +454,28 @@ MISTAKES = {
     ),
     "Join of a transform": (
         lambda p, rows: rows.join(sb.Create(ROWS), "k"),  # type: ignore[arg-type]
-        ["Join", "got the transform Create", "p | sb.Create(rows)"],
+        ["Join", "got the transform Create", "(... | sb.Create(rows))"],
+    ),
+    "a result asked about None": (
+        lambda p, rows: p.run().collect(None),  # type: ignore[arg-type]
+        ["DirectResult", "got None", "give the PCollection"],
+    ),
+    "a result asked about the pipeline": (
+        lambda p, rows: p.run().late_count(p),  # type: ignore[arg-type]
+        ["DirectResult", "got the Pipeline", "p | sb.Create(rows)"],
+    ),
+    "assert_that(None)": (
+        lambda p, rows: sb.assert_that(None, sb.equal_to([])),  # type: ignore[arg-type]
+        ["assert_that", "got None"],
+    ),
+    # an aggregate given an expression (or anything else) for a column name
+    "aggregate of an expression": (
+        lambda p, rows: rows.combine_per_key("k", n=sb.Count(sb.col("v"))),
+        ["CombinePerKey(k)", "column=Col(name='v')", "not a column name", "n=sb.Count('v')"],
+    ),
+    "MaxBy of a number": (
+        lambda p, rows: rows.combine_per_key("k", top=sb.MaxBy("v", 3)),
+        ["CombinePerKey(k)", "by=3", "top=sb.MaxBy('v', 'by')"],
     ),
     # bools where durations and whole numbers belong
     "delay=True": (

@@ -213,6 +213,26 @@ Aggregate = AggregateFn | CombineFn
 
 def _aggregate_type(name: str, aggregate: object, schema: Schema, label: str) -> type:
     if isinstance(aggregate, AggregateFn):
+        given = (
+            {"value": aggregate.value, "by": aggregate.by}
+            if isinstance(aggregate, ValueBy)
+            else {"column": aggregate.column}
+        )
+        wrong = [
+            field
+            for field, column in given.items()
+            if not isinstance(column, str) and not (column is None and isinstance(aggregate, Count))
+        ]
+        if wrong:
+            names = [
+                column if isinstance(column, str) else getattr(column, "name", field)
+                for field, column in given.items()
+            ]  # `sb.col("x")` for "x"
+            call = f"sb.{type(aggregate).__name__}({', '.join(repr(str(n)) for n in names)})"
+            raise PipelineError(
+                f"{label}: aggregate {name}={aggregate!r}: {wrong[0]}={given[wrong[0]]!r} is "
+                f"not a column name; aggregates name their columns as strings: {name}={call}"
+            )
         return aggregate.output_type(schema, label)
     if isinstance(aggregate, type) and issubclass(aggregate, (AggregateFn, CombineFn)):
         raise PipelineError(
