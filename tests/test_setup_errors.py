@@ -38,6 +38,7 @@ SPARK_OPTIONS = [
     ({"trigger": "soon"}, ["trigger='soon'", "10 seconds"]),
     ({"trigger": 10}, ["trigger=10", "10 seconds"]),
     ({"trigger": "1 month"}, ["trigger='1 month'"]),
+    ({"trigger": "1e1 seconds"}, ["trigger='1e1 seconds'", "not a plain number", "'10 seconds'"]),
     ({"checkpoint_location": 5}, ["checkpoint_location=5", "path"]),
     ({"checkpoint_location": ""}, ["checkpoint_location=''", "path"]),
     ({"staging_location": 5.0}, ["staging_location=5.0", "path"]),
