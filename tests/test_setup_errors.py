@@ -523,6 +523,10 @@ MISTAKES = {
         ),
         ["Map(<lambda>)", "keeps='v'", "makes it float", "input has int", "'v': int"],
     ),
+    "a source's type that is no column type": (
+        lambda p, rows: p | "more" >> sb.Create([], schema={"k": dict}),
+        ["Create: column 'k'", "type dict", "object"],
+    ),
     "a type that is no column type": (
         lambda p, rows: rows.map(lambda row: row, schema={"k": list[str]}),
         ["Map: column 'k'", "list[str]", "object"],

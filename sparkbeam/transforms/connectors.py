@@ -70,8 +70,8 @@ class ReadFromSpark(PrimitiveTransform):
         if not isinstance(format, str) or not format:
             raise PipelineError(f"ReadFromSpark: format={format!r}; give a Spark source name")
         pairs = tuple(sorted((str(k), str(v)) for k, v in (options or {}).items()))
-        given = None if schema is None else Schema.of(schema, "ReadFromSpark")
-        self.__attrs_init__(format, pairs, given, bounded)
+        schema = None if schema is None else Schema.of(schema, "ReadFromSpark")
+        self.__attrs_init__(format, pairs, None if schema is None else Schema.of(schema), bounded)
 
     def default_label(self) -> str:
         return f"ReadFromSpark({self.format})"

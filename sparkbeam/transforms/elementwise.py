@@ -118,8 +118,8 @@ class RowFunction(PrimitiveTransform):
             raise PipelineError(f"{type(self).__name__}: fn must be callable, got {fn!r}")
         if isinstance(keeps, str):
             keeps = (keeps,)
-        given = None if schema is None else Schema.of(schema, type(self).__name__)
-        self.__attrs_init__(fn, given, tuple(keeps))
+        schema = None if schema is None else Schema.of(schema, type(self).__name__)
+        self.__attrs_init__(fn, None if schema is None else Schema.of(schema), tuple(keeps))
 
     def default_label(self) -> str:
         return f"{type(self).__name__}({getattr(self.fn, '__name__', 'fn')})"

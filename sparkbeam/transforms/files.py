@@ -166,11 +166,9 @@ class ReadFiles(PrimitiveTransform):
         schema: Schema | Mapping[str, Any] | Sequence[tuple[str, Any]] | None = None,
         streaming: bool = False,
     ) -> None:
+        schema = None if schema is None else Schema.of(schema, "ReadFiles")
         self.__attrs_init__(
-            os.fspath(path),
-            format,
-            None if schema is None else Schema.of(schema, "ReadFiles"),
-            streaming,
+            os.fspath(path), format, None if schema is None else Schema.of(schema), streaming
         )
 
     def default_label(self) -> str:

@@ -41,9 +41,8 @@ class Create(PrimitiveTransform):
     schema: Schema | None
 
     def __init__(self, rows: Iterable[Row], schema: SchemaSpec | None = None) -> None:
-        self.__attrs_init__(
-            _rows(rows, "Create"), None if schema is None else Schema.of(schema, "Create")
-        )
+        schema = None if schema is None else Schema.of(schema, "Create")
+        self.__attrs_init__(_rows(rows, "Create"), None if schema is None else Schema.of(schema))
 
     def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
         if inputs:
