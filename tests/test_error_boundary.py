@@ -424,6 +424,27 @@ def test_a_corrupt_parquet_file_is_a_data_error_naming_it(runner: Any, tmp_path:
     assert text.startswith("Orders: ") and "a.parquet" in text and "corrupt" in text
 
 
+@pytest.mark.parametrize("streaming", [False, True], ids=["bounded", "unbounded"])
+def test_a_time_finer_than_a_microsecond_names_the_column_and_file(
+    tmp_path: Path, streaming: bool
+) -> None:
+    """Nanosecond parquet timestamps read as microseconds when they are whole ones; one that
+    is not was reported as a corrupt or truncated file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    nanos = [1_775_037_600_000_000_000, 1_775_037_600_000_000_001]
+    pq.write_table(pa.table({"t": pa.array(nanos, pa.timestamp("ns"))}), tmp_path / "a.parquet")
+    p = sb.Pipeline()
+    rows = p | "Orders" >> sb.ReadFiles(str(tmp_path), streaming=streaming)
+    with pytest.raises(sb.DataError) as caught:
+        p.run().collect(rows)
+    text = str(caught.value)
+    assert text.startswith("Orders: column 't' of ") and "a.parquet" in text
+    assert "2026-04-01 10:00:00.000000001" in text and "coerce_timestamps='us'" in text
+    assert "corrupt" not in text
+
+
 @pytest.mark.parametrize("format", ["json", "csv"])
 def test_a_bad_value_in_a_file_names_the_file_line_and_value_on_both_runners(
     runner: Any, tmp_path: Path, format: str
