@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import json
 from collections.abc import Sequence
 
 import pyarrow as pa
@@ -76,24 +77,28 @@ def refuse_unreadable_parquet(
     files: Sequence[str], schema: Schema, label: str, paths: Paths
 ) -> None:
     """Refuse parquet files whose columns of `schema` hold a type Spark's reader fails on
-    (nanosecond timestamps, unsigned 64-bit integers), naming the column and the file: Spark
-    itself fails on them deep in a task, naming neither."""
+    (64-bit integers of nanosecond timestamps, unsigned 64-bit integers), naming the column and
+    the file: Spark itself fails on them deep in a task, naming neither. Judged by the columns'
+    parquet types (pyarrow shows Spark's own INT96 timestamps as nanoseconds too)."""
     for file in files:
         with paths.open_input(file) as handle:
             try:
-                footer = pq.read_schema(handle)
+                columns = pq.read_metadata(handle).schema
             except (pa.ArrowException, OSError):
                 continue  # the read names the file (`files.unreadable_parquet`)
-        for field in footer:
-            if field.name not in schema:
+        for index in range(len(columns)):
+            column = columns.column(index)
+            if column.path not in schema or column.physical_type != "INT64":
                 continue
-            kind = field.type
-            if pa.types.is_timestamp(kind) and kind.unit == "ns":
+            logical = json.loads(column.logical_type.to_json())
+            if logical.get("Type") == "Timestamp" and logical.get("timeUnit") == "nanoseconds":
+                kind = "timestamp[ns]"
                 written = "timestamps in microseconds (pyarrow's coerce_timestamps='us')"
-            elif pa.types.is_uint64(kind):
+            elif logical.get("Type") == "Int" and logical.get("isSigned") is False:
+                kind = "uint64"
                 written = "signed 64-bit integers (int64)"
             else:
                 continue
             raise limits.PARQUET_TYPE.error(
-                label, column=field.name, file=file, kind=str(kind), written=written
+                label, column=column.path, file=file, kind=kind, written=written
             )
