@@ -9,8 +9,10 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
+import sys
 import traceback
 from typing import Any
 
@@ -89,3 +91,24 @@ SPARKBEAM_ERRORS = (PipelineError, DataError, AssertionError)
 """The exceptions a run lets through as they are (SPEC section 6): sparkbeam's, and
 `AssertionError`s (`InvariantViolation`, and `assert_that`'s failures, which a test expects
 as they are)."""
+
+
+def call_form(fn: Any) -> str:
+    """How a class or function is called, its required arguments by name: `sb.Map(fn)`,
+    `sb.Count()`, `sb.Tumble(column, size)`, `MyCombineFn()` (`sb.` when sparkbeam exports it),
+    for a message about a class given where an instance was meant."""
+    try:
+        parameters = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        parameters = []
+    shown = []
+    for parameter in parameters:
+        if parameter.kind is parameter.VAR_POSITIONAL:
+            shown.append(f"*{parameter.name}")
+        elif parameter.kind is parameter.VAR_KEYWORD:
+            shown.append(f"**{parameter.name}")
+        elif parameter.default is parameter.empty:
+            shown.append(parameter.name)
+    name = getattr(fn, "__name__", type(fn).__name__)
+    exported = getattr(sys.modules.get("sparkbeam"), name, None) is fn
+    return f"{'sb.' if exported else ''}{name}({', '.join(shown)})"

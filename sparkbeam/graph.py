@@ -13,7 +13,7 @@ from dataclasses import MISSING, dataclass, fields
 from typing import TYPE_CHECKING
 
 from sparkbeam.derivation import NO_WATERMARKS, WatermarkRule
-from sparkbeam.errors import PipelineError
+from sparkbeam.errors import PipelineError, call_form
 from sparkbeam.schema import Schema
 
 if TYPE_CHECKING:
@@ -71,10 +71,7 @@ class PTransform:
         return Labelled(label, self)
 
     def __ror__(self, left: object) -> PCollection:
-        raise PipelineError(
-            f"{self.default_label()}: apply a transform to a Pipeline or a PCollection, "
-            f"not to {type(left).__name__}"
-        )
+        raise PipelineError(f"{self.default_label()}: {applied_to(left)}")
 
 
 class PrimitiveTransform(PTransform):
@@ -118,7 +115,53 @@ class PrimitiveTransform(PTransform):
         return NO_WATERMARKS
 
     def expand(self, *inputs: PCollection) -> PCollection:
-        raise PipelineError(f"{self.default_label()} is applied by the pipeline, not expanded")
+        given = ", ".join(repr(value) for value in inputs)
+        raise PipelineError(
+            f"{self.default_label()}: expand({given}) does not apply a transform; apply it to a "
+            f"PCollection with pcoll | {type(self).__name__}(...), and the pipeline adds it"
+        )
+
+
+def applied_to(left: object) -> str:
+    """Why `left | transform` cannot work (`left` is no Pipeline or PCollection), and what to
+    write instead."""
+    if left is None:
+        return (
+            "applied to None, not to a PCollection (did a function that should return a "
+            "PCollection end without return?); apply it to a PCollection: pcoll | transform"
+        )
+    return (
+        f"applied to {type(left).__name__} {left!r}, which is not a PCollection; apply it to "
+        "a PCollection (pcoll | transform), or a source to the pipeline (p | sb.Create(rows))"
+    )
+
+
+def not_a_pcollection(value: object) -> str:
+    """What `value`, given where a PCollection belongs, is instead, and what to give."""
+    if value is None:
+        return (
+            "got None (did a function that should return a PCollection end without return?); "
+            "give the PCollection"
+        )
+    if isinstance(value, type) and issubclass(value, PTransform):
+        return (
+            f"got the class {value.__name__}; call it, apply it and give the PCollection it "
+            f"returns: p | {call_form(value)}"
+        )
+    if isinstance(value, PTransform):
+        return (
+            f"got the transform {value.default_label()}, not its output; apply it and give "
+            f"the PCollection it returns (... | {call_form(type(value))})"
+        )
+    if type(value).__name__ == "Pipeline":  # `Pipeline` is defined on top of the transforms
+        return (
+            "got the Pipeline; give a PCollection of it, the output of a source such as "
+            "p | sb.Create(rows)"
+        )
+    if isinstance(value, (list, tuple)):
+        kind = type(value).__name__
+        return f"got the {kind} {value!r}; give its PCollections one by one (*others)"
+    return f"got {value!r}; give a PCollection"
 
 
 def input_node(pcoll: PCollection, transform: str) -> Node:
@@ -129,7 +172,7 @@ def input_node(pcoll: PCollection, transform: str) -> Node:
     """
     node = getattr(pcoll, "node", None)  # `PCollection` is defined on top of the transforms
     if not isinstance(node, Node):
-        raise PipelineError(f"{transform}: give PCollections as its inputs, got {pcoll!r}")
+        raise PipelineError(f"{transform}: its inputs are PCollections; {not_a_pcollection(pcoll)}")
     return node
 
 
@@ -165,4 +208,4 @@ class Labelled:
     transform: PTransform
 
     def __ror__(self, left: object) -> PCollection:
-        raise PipelineError(f"{self.label}: apply to a Pipeline or a PCollection")
+        raise PipelineError(f"{self.label}: {applied_to(left)}")

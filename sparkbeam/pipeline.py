@@ -18,7 +18,7 @@ from types import TracebackType
 from typing import Any, Protocol, overload
 
 from sparkbeam import paths
-from sparkbeam.errors import PipelineError
+from sparkbeam.errors import PipelineError, call_form
 from sparkbeam.graph import EdgeInfo, Labelled, Node, PrimitiveTransform, PTransform
 from sparkbeam.messages import Watermark
 from sparkbeam.metrics import TransformMetrics
@@ -94,6 +94,43 @@ def _resolve_runner(runner: str | Runner | None) -> Runner:
     return factory()
 
 
+def _not_a_transform(value: object) -> PipelineError:
+    """The error for applying `value`, which is no transform: what it is and what to write."""
+    if isinstance(value, type) and issubclass(value, PTransform):
+        return PipelineError(
+            f"cannot apply the class {value.__name__} itself, only a transform made from it; "
+            f"call it: {call_form(value)}"
+        )
+    if isinstance(value, (AggregateFn, CombineFn)) or (
+        isinstance(value, type) and issubclass(value, (AggregateFn, CombineFn))
+    ):
+        made = call_form(value) if isinstance(value, type) else repr(value)
+        return PipelineError(
+            f"cannot apply {made}: it is an aggregate, not a transform; name it in a "
+            f"CombinePerKey: sb.CombinePerKey(keys, name={made})"
+        )
+    if isinstance(value, Expr):
+        return PipelineError(
+            f"cannot apply the expression {value}: it is not a transform; use it in "
+            f"sb.Filter({value}) or sb.Select(name={value})"
+        )
+    if value is late_rows or value is invalid_rows:
+        return PipelineError(
+            f"cannot apply {call_form(value)}: it is a function of a PCollection, not a "
+            f"transform; call it: pcoll.{value.__name__}()"
+        )
+    if callable(value):
+        return PipelineError(
+            f"cannot apply the function {getattr(value, '__name__', value)!r}: it is not a "
+            "transform; to call it on each row, wrap it: sb.Map(fn) (one row out), "
+            "sb.Filter(fn) (keep the rows it is true for) or sb.FlatMap(fn) (rows out)"
+        )
+    return PipelineError(
+        f"cannot apply {value!r}: it is not a transform; apply one such as sb.Create(rows), "
+        "sb.Map(fn) or sb.Tumble(column, size)"
+    )
+
+
 class Pipeline:
     """A graph of transforms, run by a runner (`"direct"` by default, or `"spark"`).
 
@@ -123,9 +160,7 @@ class Pipeline:
         if isinstance(transform, Labelled):
             return self.apply(transform.transform, inputs, transform.label)
         if not isinstance(transform, PTransform):
-            raise PipelineError(
-                f"cannot apply {transform!r}: it is not a transform (sb.Create, sb.Tumble, ...)"
-            )
+            raise _not_a_transform(transform)
         for pcoll in inputs:
             if pcoll.pipeline is not self:
                 raise PipelineError(

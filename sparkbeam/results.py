@@ -12,6 +12,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from sparkbeam.errors import PipelineError
+from sparkbeam.graph import Node, not_a_pcollection
 from sparkbeam.metrics import TransformMetrics
 from sparkbeam.pipeline_graph import PipelineGraph
 from sparkbeam.schema import Row
@@ -42,6 +43,11 @@ class ResultViews:
 
     def of_run(self, pcoll: PCollection) -> PCollection:
         """`pcoll`, when it is one this run computed; else `PipelineError` saying why not."""
+        if not isinstance(getattr(pcoll, "node", None), Node):
+            raise PipelineError(
+                f"{type(self).__name__}: a result is asked about a PCollection of its pipeline; "
+                f"{not_a_pcollection(pcoll)}"
+            )
         if pcoll.pipeline is not self.pipeline:
             raise PipelineError(f"{pcoll.node.label}: that PCollection is of another pipeline")
         if pcoll.node.id >= self.node_count:

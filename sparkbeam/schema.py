@@ -81,13 +81,17 @@ def list_element(column_type: type) -> type | None:
     return None
 
 
-def _column_type(value: object, column: str) -> type:
+def _column_type(value: object, column: str, where: str = "schema") -> type:
     if isinstance(value, str) and value.lower() in _TYPE_NAMES:
         return _TYPE_NAMES[value.lower()]
     if isinstance(value, type) and (value in COLUMN_TYPES or list_element(value) is not None):
         return value
     names = ", ".join(type_name(t) for t in COLUMN_TYPES)
-    raise PipelineError(f"column {column!r} has type {value!r}: use one of {names}")
+    raise PipelineError(
+        f"{where}: column {column!r} has type "
+        f"{value.__name__ if isinstance(value, type) else repr(value)}, "
+        f"which is no column type; use one of {names} (object for any other Python value)"
+    )
 
 
 @dataclass(frozen=True)
@@ -97,12 +101,17 @@ class Schema:
     fields: tuple[tuple[str, type], ...]
 
     @classmethod
-    def of(cls, spec: Schema | Mapping[str, object] | Sequence[tuple[str, object]]) -> Schema:
-        """A schema from a mapping (or pairs) of column name to type."""
+    def of(
+        cls,
+        spec: Schema | Mapping[str, object] | Sequence[tuple[str, object]],
+        where: str = "schema",
+    ) -> Schema:
+        """A schema from a mapping (or pairs) of column name to type; `PipelineError` naming
+        `where` (the transform given it) for a type that is no column type."""
         if isinstance(spec, Schema):
             return spec
         pairs = spec.items() if isinstance(spec, Mapping) else spec
-        fields = tuple((str(name), _column_type(kind, str(name))) for name, kind in pairs)
+        fields = tuple((str(name), _column_type(kind, str(name), where)) for name, kind in pairs)
         return cls(fields)
 
     @property
@@ -137,12 +146,19 @@ class Schema:
     def describe(self) -> str:
         return ", ".join(f"{name}: {type_name(kind)}" for name, kind in self.fields)
 
-    def require(self, column: str, where: str) -> None:
-        """Raise `PipelineError` naming `where` when `column` is not in the schema."""
+    def require(
+        self,
+        column: str,
+        where: str,
+        holder: str = "the input",
+        advice: str = "add the column with Select or Map before this transform",
+    ) -> None:
+        """Raise `PipelineError` naming `where` when `column` is not in the schema, which is
+        `holder`'s (`"the input"`, `"the right input"`, `"the output schema"`)."""
         if column not in self:
             raise PipelineError(
-                f"{where}: unknown column {column!r}; the input has columns {list(self.names)}: "
-                "use one of those, or add the column with Select or Map before this transform"
+                f"{where}: unknown column {column!r}; {holder} has columns {list(self.names)}: "
+                f"use one of those, or {advice}"
             )
 
 

@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from sparkbeam.graph import input_node
 from sparkbeam.pipeline import PCollection
 from sparkbeam.schema import Row
 from sparkbeam.time import from_micros, to_micros
@@ -44,4 +45,5 @@ def equal_to(expected: Iterable[Mapping[str, Any]]) -> Matcher:
 
 def assert_that(pcoll: PCollection, matcher: Matcher, label: str = "assert_that") -> None:
     """Check `pcoll`'s rows with `matcher` once the pipeline has run (raises `AssertionError`)."""
+    input_node(pcoll, label)
     pcoll.pipeline.add_assertion(pcoll, matcher, label)

@@ -42,6 +42,9 @@ _UNIT_ALIASES: Final = {
     "d": "day",
 }
 _INTERVAL_PART = re.compile(r"\s*([+-]?\d+(?:\.\d+)?)\s*([a-zA-Z]+)\s*")
+_NUMBER_LIKE = re.compile(r"\s*([+-]?(?:[\d_,]*\.?\d[\d_,]*(?:[eE][+-]?\d+)?|\.\d+))")
+"""What a person may have meant as a number in a duration (`1e3`, `1,000`, `.5`): a plain
+number is only digits with an optional decimal point."""
 
 Duration = _dt.timedelta | str | int
 """What a size, delay, gap or offset may be given as."""
@@ -85,6 +88,7 @@ def parse_interval(text: str) -> int:
         body = body[len("interval ") :]
     pos, total, parts = 0, Decimal(0), 0
     while pos < len(body):
+        _require_plain_number(text, body, pos)
         match = _INTERVAL_PART.match(body, pos)
         if match is None:
             break
@@ -110,6 +114,28 @@ def parse_interval(text: str) -> int:
     if total != total.to_integral_value():
         raise ValueError(f"duration {text!r} is finer than a microsecond")
     return int(total)
+
+
+def _require_plain_number(text: str, body: str, pos: int) -> None:
+    """Raise `ValueError` when the number at `pos` of `body` is not a plain one (`1e3`, `1,000`,
+    `.5`), showing the duration written with plain numbers where it can."""
+    loose = _NUMBER_LIKE.match(body, pos)
+    plain = _INTERVAL_PART.match(body, pos)
+    if loose is None or (plain is not None and plain.group(1) == loose.group(1)):
+        return
+    number = loose.group(1)
+    try:
+        value = Decimal(number.replace(",", "").replace("_", ""))
+    except InvalidOperation:
+        value = None
+    hint = "such as '1000 seconds' or '1.5 hours'"
+    if value is not None and value.is_finite():
+        written = body[: loose.start(1)] + format(value.normalize(), "f") + body[loose.end(1) :]
+        hint = f"here {written.strip()!r}"
+    raise ValueError(
+        f"{number!r} in duration {text!r} is not a plain number: write each number as digits "
+        f"with an optional decimal point (no exponent, no separators) before its unit, {hint}"
+    )
 
 
 def duration_micros(value: object) -> int:

@@ -40,18 +40,21 @@ def no_jvm(text: str) -> None:
     assert "py4j" not in text and "java." not in text, text
 
 
-def exploding_combine_fn() -> sb.CombineFn:
-    """A `CombineFn` whose `add_input` fails on the row with x == 2 (a local class: Spark's
-    workers, which cannot import the test modules, get it by value)."""
+def exploding_combine_fn(failing: str) -> sb.CombineFn:
+    """A `CombineFn` whose method `failing` fails: `add_input` on the row with x == 2,
+    `create_accumulator` at once (a local class: Spark's workers, which cannot import the test
+    modules, get it by value)."""
 
     class Explodes(sb.CombineFn):
         output_type = int
 
         def create_accumulator(self) -> int:
+            if failing == "create_accumulator":
+                raise ZeroDivisionError("the user's own failure")
             return 0
 
         def add_input(self, accumulator: int, element: dict[str, Any]) -> int:
-            if element["x"] == 2:
+            if failing == "add_input" and element["x"] == 2:
                 raise ZeroDivisionError("the user's own failure")
             return accumulator + element["x"]
 
@@ -64,7 +67,7 @@ def exploding_combine_fn() -> sb.CombineFn:
     return Explodes()
 
 
-def combine_fn_pipeline(runner: Any, streaming: bool) -> tuple[Any, Any]:
+def combine_fn_pipeline(runner: Any, streaming: bool, failing: str) -> tuple[Any, Any]:
     p = sb.Pipeline(runner=runner)
     rows = [{"k": "a", "x": x, "t": T0 + timedelta(seconds=x)} for x in range(4)]
     if streaming:
@@ -74,7 +77,7 @@ def combine_fn_pipeline(runner: Any, streaming: bool) -> tuple[Any, Any]:
         source = source | sb.WithWatermark("t", delay=timedelta(0))
     else:
         source = p | sb.Create(rows, schema={"k": str, "x": int, "t": datetime})
-    out = source | "Totals" >> sb.CombinePerKey(["k", "t"], total=exploding_combine_fn())
+    out = source | "Totals" >> sb.CombinePerKey(["k", "t"], total=exploding_combine_fn(failing))
     return p, out
 
 
@@ -92,14 +95,25 @@ def runner_for(mode: str, request: Any) -> Any:
     return request.getfixturevalue("spark_runner")
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_a_combine_fn_error_names_the_combine_and_the_aggregate(mode: str, request: Any) -> None:
-    p, out = combine_fn_pipeline(runner_for(mode, request), streaming=mode.endswith("streaming"))
+@pytest.mark.parametrize(
+    ("mode", "failing"),
+    [
+        *[(m, f) for m in MODES[:2] for f in ("add_input", "create_accumulator")],
+        # both runners share the accumulators' code: one Spark mode for each method
+        pytest.param("spark-batch", "add_input", marks=pytest.mark.spark),
+        pytest.param("spark-streaming", "create_accumulator", marks=pytest.mark.spark),
+    ],
+)
+def test_a_combine_fn_error_names_the_combine_the_aggregate_and_the_method(
+    mode: str, failing: str, request: Any
+) -> None:
+    streaming = mode.endswith("streaming")
+    p, out = combine_fn_pipeline(runner_for(mode, request), streaming, failing)
     with pytest.raises(sb.DataError) as caught:
         p.run().collect(out)
     text = str(caught.value)
     no_jvm(text)
-    assert text.startswith("Totals total: the CombineFn's add_input raised ZeroDivisionError")
+    assert text.startswith(f"Totals total: the CombineFn's {failing} raised ZeroDivisionError")
     print(text)
     assert "ZeroDivisionError" in text and "the user's own failure" in text
     assert "test_error_boundary.py" in text
@@ -408,6 +422,27 @@ def test_a_corrupt_parquet_file_is_a_data_error_naming_it(runner: Any, tmp_path:
     text = str(caught.value)
     no_jvm(text)
     assert text.startswith("Orders: ") and "a.parquet" in text and "corrupt" in text
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["bounded", "unbounded"])
+def test_a_time_finer_than_a_microsecond_names_the_column_and_file(
+    tmp_path: Path, streaming: bool
+) -> None:
+    """Nanosecond parquet timestamps read as microseconds when they are whole ones; one that
+    is not was reported as a corrupt or truncated file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    nanos = [1_775_037_600_000_000_000, 1_775_037_600_000_000_001]
+    pq.write_table(pa.table({"t": pa.array(nanos, pa.timestamp("ns"))}), tmp_path / "a.parquet")
+    p = sb.Pipeline()
+    rows = p | "Orders" >> sb.ReadFiles(str(tmp_path), streaming=streaming)
+    with pytest.raises(sb.DataError) as caught:
+        p.run().collect(rows)
+    text = str(caught.value)
+    assert text.startswith("Orders: column 't' of ") and "a.parquet" in text
+    assert "2026-04-01 10:00:00.000000001" in text and "coerce_timestamps='us'" in text
+    assert "corrupt" not in text
 
 
 @pytest.mark.parametrize("format", ["json", "csv"])

@@ -194,9 +194,9 @@ def test_an_input_from_another_pipeline_is_refused() -> None:
 def test_an_input_that_is_not_a_pcollection_is_refused() -> None:
     p = sb.Pipeline()
     a = p | sb.Create([{"n": 1}])
-    with pytest.raises(sb.PipelineError, match=r"Union: give PCollections as its inputs, got \["):
+    with pytest.raises(sb.PipelineError, match=r"Union: its inputs are PCollections; got the list"):
         a.union([a])  # type: ignore[arg-type]
-    with pytest.raises(sb.PipelineError, match="Join: give PCollections as its inputs, got 1"):
+    with pytest.raises(sb.PipelineError, match="Join: its inputs are PCollections; got 1"):
         a.join(1, on="n")  # type: ignore[arg-type]
 
 

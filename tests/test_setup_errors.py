@@ -38,6 +38,7 @@ SPARK_OPTIONS = [
     ({"trigger": "soon"}, ["trigger='soon'", "10 seconds"]),
     ({"trigger": 10}, ["trigger=10", "10 seconds"]),
     ({"trigger": "1 month"}, ["trigger='1 month'"]),
+    ({"trigger": "1e1 seconds"}, ["trigger='1e1 seconds'", "not a plain number", "'10 seconds'"]),
     ({"checkpoint_location": 5}, ["checkpoint_location=5", "path"]),
     ({"checkpoint_location": ""}, ["checkpoint_location=''", "path"]),
     ({"staging_location": 5.0}, ["staging_location=5.0", "path"]),
@@ -343,3 +344,220 @@ def test_conf_that_a_given_session_does_not_have_is_refused(spark: Any) -> None:
     message = str(caught.value)
     assert "spark.sql.shuffle.partitions='2' (not '13')" in message
     assert "spark.conf.set" in message and "leave spark= out" in message
+
+
+class Doubles(sb.CombineFn):
+    """A user `CombineFn`, given as its class where an instance is meant."""
+
+    output_type = int
+
+    def create_accumulator(self) -> int:
+        return 0
+
+    def add_input(self, accumulator: int, element: dict[str, Any]) -> int:
+        return accumulator + 2 * element["v"]
+
+    def merge_accumulators(self, accumulators: Any) -> int:
+        return sum(accumulators)
+
+    def extract_output(self, accumulator: int) -> int:
+        return accumulator
+
+
+def _returns_nothing(rows: sb.PCollection) -> None:
+    """A helper that builds a PCollection and forgets to return it."""
+    rows.filter(sb.col("v") > 0)
+
+
+MISTAKES = {
+    # an aggregate, a transform or an expression function given without calling it
+    "aggregate class": (
+        lambda p, rows: rows.combine_per_key("k", n=sb.Count),
+        ["CombinePerKey(k)", "n=Count", "call it: n=sb.Count()"],
+    ),
+    "aggregate class with a column": (
+        lambda p, rows: rows.combine_per_key("k", s=sb.Sum),
+        ["CombinePerKey(k)", "s=Sum", "call it: s=sb.Sum(column)"],
+    ),
+    "CombineFn class": (
+        lambda p, rows: rows.combine_per_key("k", d=Doubles),
+        ["CombinePerKey(k)", "d=Doubles", "call it: d=Doubles()"],
+    ),
+    "transform class": (
+        lambda p, rows: rows | sb.Map,
+        ["class Map", "call it: sb.Map(fn)"],
+    ),
+    "transform class with arguments": (
+        lambda p, rows: rows | sb.Sort,
+        ["class Sort", "call it: sb.Sort(column)"],
+    ),
+    "source class": (lambda p, rows: p | sb.Create, ["class Create", "call it: sb.Create(rows)"]),
+    "aggregate as a transform": (
+        lambda p, rows: rows | sb.Count(),
+        ["Count(column=None)", "aggregate", "sb.CombinePerKey(keys, name="],
+    ),
+    "function as a transform": (
+        lambda p, rows: rows | (lambda row: row),
+        ["function '<lambda>'", "sb.Map(fn)"],
+    ),
+    "late_rows as a transform": (
+        lambda p, rows: rows | sb.late_rows,
+        ["sb.late_rows(pcoll)", "call it: pcoll.late_rows()"],
+    ),
+    "expression method": (
+        lambda p, rows: rows.filter(sb.col("k").is_null),
+        ["Filter", "col('k').is_null", "call it: Filter(col('k').is_null())"],
+    ),
+    "expression function": (
+        lambda p, rows: rows.with_columns(x=sb.col),
+        ["Select", "sb.col", "call it: sb.col(name)"],
+    ),
+    # a transform applied to the pipeline, to nothing, or expanded by hand
+    "Map on the pipeline": (
+        lambda p, rows: p | sb.Map(len),
+        ["Map(len)", "applied to the pipeline", "pcoll | transform"],
+    ),
+    "window on the pipeline": (
+        lambda p, rows: p | sb.Tumble("t", "1 minute"),
+        ["Tumble(t)", "applied to the pipeline", "p | sb.Create(rows)"],
+    ),
+    "Join on the pipeline": (
+        lambda p, rows: p | sb.Join(rows, "k"),
+        ["Join(k)", "applied to the pipeline", "left | sb.Join(right, on=...)"],
+    ),
+    "Union on the pipeline": (
+        lambda p, rows: p | sb.Union(rows),
+        ["Union", "got 1 input", "a | sb.Union(b)"],
+    ),
+    "Partition on the pipeline": (
+        lambda p, rows: p | sb.Partition(lambda row, n: 0, 2),
+        ["Partition(<lambda>)", "0 inputs", "pcoll | sb.Partition(fn, n)"],
+    ),
+    "None | transform": (
+        lambda p, rows: _returns_nothing(rows) | sb.Map(len),
+        ["Map(len)", "applied to None", "without return", "pcoll | transform"],
+    ),
+    "None | labelled transform": (
+        lambda p, rows: None | "lengths" >> sb.Map(len),
+        ["lengths", "applied to None", "pcoll | transform"],
+    ),
+    "expand(None)": (
+        lambda p, rows: sb.Map(len).expand(None),  # type: ignore[arg-type]
+        ["Map(len)", "expand(None)", "pcoll | Map(...)"],
+    ),
+    "late_rows(None)": (
+        lambda p, rows: sb.late_rows(None),  # type: ignore[arg-type]
+        ["late_rows", "got None", "give the PCollection"],
+    ),
+    "Union of the pipeline": (
+        lambda p, rows: rows.union(p),
+        ["Union", "got the Pipeline", "p | sb.Create(rows)"],
+    ),
+    "Join of a transform": (
+        lambda p, rows: rows.join(sb.Create(ROWS), "k"),  # type: ignore[arg-type]
+        ["Join", "got the transform Create", "(... | sb.Create(rows))"],
+    ),
+    "a result asked about None": (
+        lambda p, rows: p.run().collect(None),  # type: ignore[arg-type]
+        ["DirectResult", "got None", "give the PCollection"],
+    ),
+    "a result asked about the pipeline": (
+        lambda p, rows: p.run().late_count(p),  # type: ignore[arg-type]
+        ["DirectResult", "got the Pipeline", "p | sb.Create(rows)"],
+    ),
+    "assert_that(None)": (
+        lambda p, rows: sb.assert_that(None, sb.equal_to([])),  # type: ignore[arg-type]
+        ["assert_that", "got None"],
+    ),
+    # an aggregate given an expression (or anything else) for a column name
+    "aggregate of an expression": (
+        lambda p, rows: rows.combine_per_key("k", n=sb.Count(sb.col("v"))),
+        ["CombinePerKey(k)", "column=Col(name='v')", "not a column name", "n=sb.Count('v')"],
+    ),
+    "MaxBy of a number": (
+        lambda p, rows: rows.combine_per_key("k", top=sb.MaxBy("v", 3)),
+        ["CombinePerKey(k)", "by=3", "top=sb.MaxBy('v', 'by')"],
+    ),
+    # bools where durations and whole numbers belong
+    "delay=True": (
+        lambda p, rows: rows.with_watermark("t", True),
+        ["WithWatermark(t)", "delay True is a bool", "'5 minutes'"],
+    ),
+    "size=True on an integer column": (
+        lambda p, rows: rows.with_watermark("v", 0).tumble("v", True),
+        ["Tumble(v)", "size True is a bool", "an integer in the unit of 'v', such as 5"],
+    ),
+    "within=(True, 2)": (
+        lambda p, rows: rows.join(rows, "k", times=("v", "v"), within=(True, 2)),
+        ["Join(k)", "within (lower bound) True is a bool", "such as 5"],
+    ),
+    "n=True": (
+        lambda p, rows: rows.partition(lambda r, n: 0, True),
+        ["n=True is a bool", "(fn, 2)"],
+    ),
+    "substr(True, 2)": (
+        lambda p, rows: rows.with_columns(s=sb.col("k").substr(True, 2)),
+        ["substr(True, 2)", "not bools", "substr(1, 3)"],
+    ),
+    # durations written as numbers Spark's interval strings do not take
+    "1e3 seconds": (
+        lambda p, rows: rows.with_watermark("t", "1e3 seconds"),
+        ["WithWatermark(t)", "'1e3'", "'1e3 seconds'", "not a plain number", "'1000 seconds'"],
+    ),
+    "1,000 seconds in a shift": (
+        lambda p, rows: rows.with_columns(later=sb.col("t") + "1,000 seconds"),
+        ["Select", "'1,000'", "not a plain number", "'1000 seconds'"],
+    ),
+    ".5 hours": (
+        lambda p, rows: rows.session("t", ".5 hours"),
+        ["Session(t)", "gap", "'.5'", "'0.5 hours'"],
+    ),
+    # schemas: the output schema named as such, the transform named
+    "keeps outside the output schema": (
+        lambda p, rows: rows.map(lambda row: {"n": 1}, schema={"n": int}, keeps=["t"]),
+        ["Map(<lambda>) keeps", "'t'", "the output schema (schema=) has columns ['n']", "add 't'"],
+    ),
+    "keeps that changes type": (
+        lambda p, rows: rows.map(
+            lambda row: row, schema={"k": str, "v": float, "t": dt.datetime}, keeps=["v"]
+        ),
+        ["Map(<lambda>)", "keeps='v'", "makes it float", "input has int", "'v': int"],
+    ),
+    "a source's type that is no column type": (
+        lambda p, rows: p | "more" >> sb.Create([], schema={"k": dict}),
+        ["Create: column 'k'", "type dict", "object"],
+    ),
+    "a type that is no column type": (
+        lambda p, rows: rows.map(lambda row: row, schema={"k": list[str]}),
+        ["Map: column 'k'", "list[str]", "object"],
+    ),
+}
+
+
+@pytest.mark.parametrize("mistake", list(MISTAKES))
+def test_a_mistake_is_named_with_what_to_write_instead(mistake: str) -> None:
+    """Issue 30, item 5: right but unhelpful messages. Each names the transform and the value
+    given, and says what to write instead."""
+    build, named = MISTAKES[mistake]
+    p = sb.Pipeline()
+    rows = p | sb.Create(ROWS)
+    with pytest.raises(sb.PipelineError) as caught:
+        build(p, rows)
+    message = str(caught.value)
+    for text in named:
+        assert text in message, f"{text!r} not in {message!r}"
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"parallelism": True}, ["parallelism=True is a bool", "parallelism=2"]),
+        ({"checkpoint_every": False}, ["checkpoint_every=False is a bool", "checkpoint_every=2"]),
+    ],
+    ids=repr,
+)
+def test_direct_runner_refuses_bools_for_numbers(options: dict[str, Any], named: list[str]) -> None:
+    with pytest.raises(sb.PipelineError) as caught:
+        sb.DirectRunner(**options)
+    for text in named:
+        assert text in str(caught.value)

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sparkbeam.derivation import WatermarkRule, passing
-from sparkbeam.errors import PipelineError
+from sparkbeam.errors import PipelineError, call_form
 from sparkbeam.graph import EdgeInfo, PrimitiveTransform, init_fields
 from sparkbeam.schema import Schema, list_of, type_name
 from sparkbeam.transforms.validation import column_names, single_input
@@ -212,7 +212,32 @@ Aggregate = AggregateFn | CombineFn
 
 def _aggregate_type(name: str, aggregate: object, schema: Schema, label: str) -> type:
     if isinstance(aggregate, AggregateFn):
+        given = (
+            {"value": aggregate.value, "by": aggregate.by}
+            if isinstance(aggregate, ValueBy)
+            else {"column": aggregate.column}
+        )
+        wrong = [
+            field
+            for field, column in given.items()
+            if not isinstance(column, str) and not (column is None and isinstance(aggregate, Count))
+        ]
+        if wrong:
+            names = [
+                column if isinstance(column, str) else getattr(column, "name", field)
+                for field, column in given.items()
+            ]  # `sb.col("x")` for "x"
+            call = f"sb.{type(aggregate).__name__}({', '.join(repr(str(n)) for n in names)})"
+            raise PipelineError(
+                f"{label}: aggregate {name}={aggregate!r}: {wrong[0]}={given[wrong[0]]!r} is "
+                f"not a column name; aggregates name their columns as strings: {name}={call}"
+            )
         return aggregate.output_type(schema, label)
+    if isinstance(aggregate, type) and issubclass(aggregate, (AggregateFn, CombineFn)):
+        raise PipelineError(
+            f"{label}: aggregate {name}={aggregate.__name__} is the class, not an aggregate; "
+            f"call it: {name}={call_form(aggregate)}"
+        )
     missing = [m for m in COMBINE_FN_METHODS if not callable(getattr(aggregate, m, None))]
     if missing:
         raise PipelineError(

@@ -69,6 +69,7 @@ class ReadFromSpark(PrimitiveTransform):
         if not isinstance(format, str) or not format:
             raise PipelineError(f"ReadFromSpark: format={format!r}; give a Spark source name")
         pairs = tuple(sorted((str(k), str(v)) for k, v in (options or {}).items()))
+        schema = None if schema is None else Schema.of(schema, "ReadFromSpark")
         init_fields(self, format, pairs, None if schema is None else Schema.of(schema), bounded)
 
     def default_label(self) -> str:

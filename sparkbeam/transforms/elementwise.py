@@ -22,7 +22,7 @@ from typing import Any
 from sparkbeam.derivation import Derived, WatermarkRule, passing
 from sparkbeam.errors import DataError, PipelineError
 from sparkbeam.graph import EdgeInfo, PrimitiveTransform, init_fields
-from sparkbeam.schema import Row, Schema, columns_to_rows
+from sparkbeam.schema import Row, Schema, columns_to_rows, type_name
 from sparkbeam.transforms.expressions import (
     BoundExpr,
     Col,
@@ -30,6 +30,7 @@ from sparkbeam.transforms.expressions import (
     expression,
     predicate_type_check,
     take,
+    uncalled,
 )
 from sparkbeam.transforms.validation import single_input
 
@@ -116,6 +117,7 @@ class RowFunction(PrimitiveTransform):
             raise PipelineError(f"{type(self).__name__}: fn must be callable, got {fn!r}")
         if isinstance(keeps, str):
             keeps = (keeps,)
+        schema = None if schema is None else Schema.of(schema, type(self).__name__)
         init_fields(self, fn, None if schema is None else Schema.of(schema), tuple(keeps))
 
     def default_label(self) -> str:
@@ -126,10 +128,18 @@ class RowFunction(PrimitiveTransform):
         schema = self.schema or source.schema
         for name in self.keeps:
             source.schema.require(name, f"{label} keeps")
-            schema.require(name, f"{label} keeps (output schema)")
-            if schema.type_of(name) is not source.schema.type_of(name):
+            schema.require(
+                name,
+                f"{label} keeps",
+                "the output schema (schema=)",
+                f"add {name!r} to schema= or drop it from keeps",
+            )
+            was, made = source.schema.type_of(name), schema.type_of(name)
+            if made is not was:
                 raise PipelineError(
-                    f"{label}: keeps={name!r} but the column changes type in the output schema"
+                    f"{label}: keeps={name!r} but schema= makes it {type_name(made)} where the "
+                    f"input has {type_name(was)}; declare {name!r}: {type_name(was)} in "
+                    "schema= or drop it from keeps"
                 )
         return EdgeInfo(schema, source.bounded)
 
@@ -191,6 +201,12 @@ class Filter(PrimitiveTransform):
     predicate: Callable[[Row], bool] | Expr
 
     def __init__(self, predicate: Callable[[Row], bool] | Expr) -> None:
+        call = uncalled(predicate)
+        if call is not None:
+            raise PipelineError(
+                f"Filter: predicate {call[0]} is not called, so it is no expression; call it: "
+                f"Filter({call[1]})"
+            )
         if not isinstance(predicate, Expr) and not callable(predicate):
             raise PipelineError(
                 f"Filter: predicate must be a bool expression (sb.col('x') > 0) or callable "

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkbeam.derivation import Add, Floor, Step
-from sparkbeam.errors import PipelineError
+from sparkbeam.errors import PipelineError, call_form
 from sparkbeam.schema import INT64_MAX, INT64_MIN, Schema, _column_type, type_name
 from sparkbeam.time import to_micros
 from sparkbeam.transforms.casts import cast_function, cast_refusal
@@ -75,6 +75,20 @@ class BoundExpr:
 
 def _wrap(value: object) -> Expr:
     return value if isinstance(value, Expr) else Lit(value)
+
+
+def uncalled(value: object) -> tuple[str, str] | None:
+    """`(what was written, the call meant)` when `value` is a method of an expression or an
+    expression function not called (`col('k').is_null` for `col('k').is_null()`, `sb.col` for
+    `sb.col(name)`); None for anything else."""
+    owner = getattr(value, "__self__", None)
+    name = getattr(value, "__name__", "")
+    if isinstance(owner, Expr) and callable(value):
+        return f"{owner}.{name}", f"{owner}.{call_form(value)}"
+    if callable(value) and getattr(value, "__module__", None) == __name__:
+        call = call_form(value)
+        return call.split("(")[0], call
+    return None
 
 
 class Expr:
@@ -212,7 +226,10 @@ class Expr:
         """`length` characters from `start` (1-based; negative counts from the end), as SQL."""
         for value in (start, length):
             if not isinstance(value, int) or isinstance(value, bool):
-                raise PipelineError(f"substr: start and length are integers, got {value!r}")
+                raise PipelineError(
+                    f"substr({start!r}, {length!r}): start and length are integers, not "
+                    f"{type(value).__name__}s; write for example substr(1, 3)"
+                )
         return Substr(self, start, length)
 
     def truncate(self, unit: object) -> Expr:
@@ -304,6 +321,9 @@ def _literal_type(value: object) -> type:
     for kind in (bool, int, float, str, _dt.datetime, _dt.timedelta):
         if isinstance(value, kind):
             return kind
+    call = uncalled(value)
+    if call is not None:
+        raise PipelineError(f"lit: {call[0]} is not called, so it is no value; call it: {call[1]}")
     raise PipelineError(
         f"lit({value!r}): a literal is None, a bool, int, float, str, datetime or timedelta, "
         f"not a {type(value).__name__}"
@@ -1129,6 +1149,11 @@ def expression(value: object, label: str) -> Expr:
         return value
     if isinstance(value, (bool, int, float, _dt.datetime)) or value is None:
         return Lit(value)
+    call = uncalled(value)
+    if call is not None:
+        raise PipelineError(
+            f"{label}: {call[0]} is not called, so it is no expression; call it: {call[1]}"
+        )
     raise PipelineError(
         f"{label}: {value!r} is not an expression; use sb.col('name'), sb.lit(value), "
         "sb.col('t') + '5 minutes', ... (or Map for Python code)"

@@ -165,9 +165,9 @@ class ReadFiles(PrimitiveTransform):
         schema: Schema | Mapping[str, Any] | Sequence[tuple[str, Any]] | None = None,
         streaming: bool = False,
     ) -> None:
+        schema = None if schema is None else Schema.of(schema, "ReadFiles")
         init_fields(
-            self,
-            os.fspath(path), format, None if schema is None else Schema.of(schema), streaming
+            self, os.fspath(path), format, None if schema is None else Schema.of(schema), streaming
         )
 
     def default_label(self) -> str:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sparkbeam.errors import DataError, PipelineError, described
-from sparkbeam.graph import PTransform, init_fields
+from sparkbeam.graph import PTransform, init_fields, input_node
 from sparkbeam.schema import Row
 from sparkbeam.transforms.elementwise import Filter, Map, RowFunction, Select
 
@@ -106,7 +106,10 @@ class Partition(PTransform):
         if not callable(fn):
             raise PipelineError(f"Partition: fn must be callable, got {fn!r}")
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise PipelineError(f"Partition: n is the number of outputs, at least 1; got {n!r}")
+            raise PipelineError(
+                f"Partition: n={n!r}{' is a bool' if isinstance(n, bool) else ''}; n is the "
+                "number of outputs, a whole number at least 1 (sb.Partition(fn, 2))"
+            )
         init_fields(self, fn, n)
 
     def default_label(self) -> str:
@@ -116,8 +119,12 @@ class Partition(PTransform):
         """Each row's index once (a `Map` keeping every column), then one `Filter` and `Select`
         per output: composed of primitives, so every runner runs it as they run those."""
         if len(inputs) != 1:
-            raise PipelineError(f"{self.default_label()}: apply it to one PCollection")
+            raise PipelineError(
+                f"{self.default_label()}: applied to {len(inputs)} inputs; apply it to one "
+                "PCollection: pcoll | sb.Partition(fn, n) (not to the pipeline)"
+            )
         (source,) = inputs
+        input_node(source, self.default_label())
         names = source.schema.names
         if PARTITION_COLUMN in names:
             raise PipelineError(

@@ -115,6 +115,11 @@ class Join(PrimitiveTransform):
         return tuple(shown)
 
     def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
+        if len(inputs) != 2:
+            raise PipelineError(
+                f"{label}: applied to the pipeline, but it joins two PCollections; apply it to "
+                "the left one: left | sb.Join(right, on=...) (or left.join(right, on=...))"
+            )
         left, right = inputs
         if self.how not in JOIN_KINDS:
             raise PipelineError(f"{label}: how={self.how!r}; use one of {list(JOIN_KINDS)}")
@@ -123,7 +128,7 @@ class Join(PrimitiveTransform):
             raise PipelineError(f"{label}: name the key column(s) to join on with on=")
         for side, info in (("left", left), ("right", right)):
             for key in self.on:
-                info.schema.require(key, f"{label} ({side} side) key")
+                info.schema.require(key, f"{label} ({side} side) key", f"the {side} input")
         for key in self.on:
             lt, rt = left.schema.type_of(key), right.schema.type_of(key)
             if lt is not rt:
@@ -165,8 +170,8 @@ class Join(PrimitiveTransform):
             raise PipelineError(
                 f"{label}: times {left_time!r} and {right_time!r} have different types"
             )
-        lower = offset_on(left, left_time, self.within[0], label)
-        upper = offset_on(left, left_time, self.within[1], label)
+        lower = offset_on(left, left_time, self.within[0], label, "within (lower bound)")
+        upper = offset_on(left, left_time, self.within[1], label, "within (upper bound)")
         if lower > upper:
             raise PipelineError(
                 f"{label}: within=({self.within[0]!r}, {self.within[1]!r}) is empty: the lower "

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sparkbeam.errors import PipelineError
-from sparkbeam.graph import EdgeInfo, Node, PrimitiveTransform
+from sparkbeam.graph import EdgeInfo, Node, PrimitiveTransform, input_node
 from sparkbeam.schema import type_name
 from sparkbeam.transforms.join import Join
 from sparkbeam.transforms.union import Union
@@ -118,12 +118,14 @@ def late_watermark_type(
 
 def late_rows(pcoll: PCollection) -> PCollection:
     """The rows dropped as late by the `WithWatermark`, `Union` or `Join` that produced `pcoll`."""
-    return pcoll.pipeline.apply(DroppedRows(pcoll.node, LATE), ())
+    node = input_node(pcoll, "late_rows")
+    return pcoll.pipeline.apply(DroppedRows(node, LATE), ())
 
 
 def invalid_rows(pcoll: PCollection) -> PCollection:
     """The rows the `WithWatermark` that produced `pcoll` dropped for a `None` event time."""
-    return pcoll.pipeline.apply(DroppedRows(pcoll.node, INVALID), ())
+    node = input_node(pcoll, "invalid_rows")
+    return pcoll.pipeline.apply(DroppedRows(node, INVALID), ())
 
 
 def side_outputs(nodes: Sequence[Node]) -> dict[int, frozenset[str]]:

@@ -18,7 +18,7 @@ SchemaSpec = Schema | Mapping[str, Any] | Sequence[tuple[str, Any]]
 
 
 def _schema_for(rows: Iterable[Mapping[str, Any]], schema: SchemaSpec | None, label: str) -> Schema:
-    return infer_schema(rows, label) if schema is None else Schema.of(schema)
+    return infer_schema(rows, label) if schema is None else Schema.of(schema, label)
 
 
 def _rows(rows: object, label: str) -> tuple[Row, ...]:
@@ -40,6 +40,7 @@ class Create(PrimitiveTransform):
     schema: Schema | None
 
     def __init__(self, rows: Iterable[Row], schema: SchemaSpec | None = None) -> None:
+        schema = None if schema is None else Schema.of(schema, "Create")
         init_fields(self, _rows(rows, "Create"), None if schema is None else Schema.of(schema))
 
     def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
@@ -62,7 +63,7 @@ class TestStream(PrimitiveTransform):
     __test__ = False  # not a pytest test class
 
     def __init__(self, schema: SchemaSpec | None = None) -> None:
-        self.schema = None if schema is None else Schema.of(schema)
+        self.schema = None if schema is None else Schema.of(schema, "TestStream")
         self.epochs: list[tuple[Row, ...]] = []
 
     def add_epoch(self, rows: Iterable[Row]) -> TestStream:

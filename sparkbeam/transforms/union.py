@@ -68,7 +68,11 @@ class Union(PrimitiveTransform):
 
     def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
         if len(inputs) < 2:
-            raise PipelineError(f"{label}: give at least one other PCollection to union with")
+            raise PipelineError(
+                f"{label}: got {len(inputs)} input; it unions a PCollection with at least one "
+                "other: a | sb.Union(b) (or a.union(b)), applied to a PCollection, not to the "
+                "pipeline"
+            )
         check_policy(self.policy, label)
         first = inputs[0].schema
         for position, other in enumerate(inputs[1:], start=2):

@@ -24,6 +24,12 @@ def column_names(value: object, what: str, transform: str) -> tuple[str, ...]:
 
 
 def single_input(inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
+    if not inputs:
+        raise PipelineError(
+            f"{label}: applied to the pipeline, but it transforms a PCollection; apply it to "
+            "one, the output of a source or of another transform (pcoll = p | sb.Create(rows), "
+            "then pcoll | transform)"
+        )
     if len(inputs) != 1:
         raise PipelineError(f"{label}: takes one input, got {len(inputs)}")
     return inputs[0]
@@ -81,7 +87,12 @@ def duration_for(
     """
     is_datetime = kind is _dt.datetime
     if isinstance(value, bool):
-        raise PipelineError(f"{label}: {what} {value!r} is not a duration")
+        wanted = (
+            "a timedelta or a string such as '5 minutes'"
+            if is_datetime
+            else f"an integer in the unit of {column!r}, such as 5"
+        )
+        raise PipelineError(f"{label}: {what} {value!r} is a bool, not a duration; give {wanted}")
     if is_datetime:
         if isinstance(value, int) and value != 0:
             raise PipelineError(
@@ -121,9 +132,9 @@ def signed_duration_for(kind: type, value: object, what: str, label: str, *, col
     return duration_for(kind, value, what, label, column=column)
 
 
-def offset_on(schema: Schema, column: str, value: object, label: str) -> int:
-    """A window offset: any duration, negative ones included."""
-    return signed_duration_for(schema.type_of(column), value, "offset", label, column=column)
+def offset_on(schema: Schema, column: str, value: object, label: str, what: str = "offset") -> int:
+    """A window offset (or `what` else that may be negative): any duration."""
+    return signed_duration_for(schema.type_of(column), value, what, label, column=column)
 
 
 def require_new_columns(schema: Schema, names: Sequence[str], label: str) -> None:

@@ -12,12 +12,15 @@ declaration; `table.py` renders them as the docs' "Where each runs" (docs/suppor
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 import sparkbeam as sb
 from sparkbeam.graph import EdgeInfo, PrimitiveTransform
@@ -327,6 +330,15 @@ def object_column(p: sb.Pipeline, mode: Mode) -> list[sb.PCollection]:
     return [rows.map(lambda row: {"k": row["k"], "payload": [row["v"]]}, schema=payload)]
 
 
+def parquet_nanoseconds(p: sb.Pipeline, mode: Mode) -> list[sb.PCollection]:
+    """A parquet file of nanosecond timestamps (pyarrow's and pandas' own unit)."""
+    path = os.path.join(mode.directory, "nanoseconds")
+    os.makedirs(path, exist_ok=True)
+    times = pa.array([datetime.datetime(2026, 4, 1, 10, 0, 0, 5)], pa.timestamp("ns"))
+    pq.write_table(pa.table({"k": ["a"], "t": times}), os.path.join(path, "part-000.parquet"))
+    return [p | sb.ReadFiles(path, streaming=mode.kind != "bounded")]
+
+
 def connector(p: sb.Pipeline, mode: Mode) -> list[sb.PCollection]:
     return [mode.connector(p, "json", A).union(mode.source(p, "a", B))]
 
@@ -516,6 +528,11 @@ FEATURES: tuple[Feature, ...] = (
             streaming=Refused(S.OBJECT_COLUMN),
             live=Refused(S.OBJECT_COLUMN),
         ),
+    ),
+    Feature(
+        "parquet files of nanosecond timestamps or unsigned 64-bit integers",
+        parquet_nanoseconds,
+        _outcomes(batch=Refused(S.PARQUET_TYPE), live=Refused(S.PARQUET_TYPE)),
     ),
     Feature(
         "`ReadFromSpark` (Spark's connectors: bounded in a batch job, else live)",

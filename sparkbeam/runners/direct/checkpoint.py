@@ -57,7 +57,12 @@ parallelism does to a pipeline; a few units already show it."""
 
 
 def _positive(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if isinstance(value, bool):
+        raise PipelineError(
+            f"DirectRunner: {name}={value!r} is a bool; give a whole number >= 1, for example "
+            f"{name}=2"
+        )
+    if not isinstance(value, int) or value < 1:
         raise PipelineError(f"DirectRunner: {name} must be a whole number >= 1, got {value!r}")
     return value
 

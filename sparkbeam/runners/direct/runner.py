@@ -301,7 +301,7 @@ class DirectResult(ResultViews):
 
     def collect_by_epoch(self, pcoll: PCollection) -> list[list[Row]]:
         """The rows emitted during each input epoch, then those of the end-of-input flush."""
-        schema = pcoll.schema
+        schema = self.of_run(pcoll).schema
         return [
             [row for chunk in chunks for row in columns_to_rows(chunk.columns, schema)]
             for chunks in self._record(pcoll).chunks
@@ -309,7 +309,7 @@ class DirectResult(ResultViews):
 
     def watermarks(self, pcoll: PCollection) -> list[Watermark]:
         """The watermark messages on `pcoll`'s edge, in order."""
-        schema = pcoll.schema
+        schema = self.of_run(pcoll).schema
         out = []
         for mark in self._record(pcoll).watermarks:
             convert = to_external(schema.type_of(mark.column))

@@ -310,8 +310,9 @@ class UserCombine(Accumulators):
     """A user `CombineFn`: an accumulator per group and chunk, merged into the group's.
 
     An exception of the `CombineFn` is a `DataError` naming `where` (the
-    `CombinePerKey` and the aggregate), the method, the exception with its
-    file and line and, for `add_input`, the row; the same on every runner.
+    `CombinePerKey` and the aggregate), the method that raised it, the
+    exception with its file and line and, for `add_input`, the row; the same
+    on every runner.
     """
 
     def __init__(self, fn: Any, schema: Schema, output_type: type, where: str) -> None:
@@ -332,9 +333,12 @@ class UserCombine(Accumulators):
         fn = self.fn
         partial: dict[int, Any] = {}
         for slot, row in zip(slots, columns_to_rows(columns, self.schema), strict=True):
-            try:
-                if slot not in partial:
+            if slot not in partial:
+                try:
                     partial[slot] = fn.create_accumulator()
+                except Exception as exc:
+                    raise self._failed("create_accumulator", exc) from exc
+            try:
                 partial[slot] = fn.add_input(partial[slot], row)
             except Exception as exc:
                 raise self._failed("add_input", exc, row) from exc

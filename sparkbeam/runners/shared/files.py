@@ -118,9 +118,33 @@ def read_parquet(path: str, schema: Schema, label: str, paths: Paths = DRIVER) -
             batches = file.iter_batches(ROWS_PER_CHUNK, columns=list(schema.names))
             for batch in batches:
                 if batch.num_rows:
+                    _require_microseconds(batch, schema, path, label)
                     yield from_arrow(batch, schema)
         except (pa.ArrowException, OSError) as exc:
             raise unreadable_parquet(path, label, exc) from exc
+
+
+def _require_microseconds(batch: Any, schema: Schema, path: str, label: str) -> None:
+    """A `DataError` naming the column, the file and the time when a nanosecond timestamp of
+    `batch` is finer than a microsecond, which sparkbeam's times (and Spark's) cannot hold."""
+    import pyarrow as pa
+
+    for name, kind in schema.fields:
+        array = batch.column(name)
+        if kind is not _dt.datetime or not pa.types.is_timestamp(array.type):
+            continue
+        if array.type.unit != "ns":
+            continue
+        for nanos in array.cast(pa.int64()).to_pylist():
+            if nanos is not None and nanos % 1000:
+                micros = from_micros(nanos // 1000).strftime("%Y-%m-%d %H:%M:%S.%f")
+                shown = f"{micros}{nanos % 1000:03d}"
+                raise DataError(
+                    f"{label}: column {name!r} of {path!r} holds a time finer than a "
+                    f"microsecond ({shown}); times are kept in microseconds: write the file with "
+                    "microsecond timestamps (pyarrow's coerce_timestamps='us', "
+                    "allow_truncated_timestamps=True), or round them first"
+                )
 
 
 def read_file(

@@ -40,7 +40,17 @@ OBJECT_COLUMN = Refusal(
     refused="a column of type `object` (a `Map` schema or a `CombineFn` without `output_type`)",
     modes=(BATCH, STREAMING, LIVE),
     reason="column {column!r} has type {kind}, which Spark cannot hold",
-    advice="give it a concrete type (datetime, int, float, str, bool or bytes)",
+    advice="give it a concrete type (datetime, int, float, str, bool or bytes) where it is "
+    "made: {declaration}",
+)
+
+PARQUET_TYPE = Refusal(
+    name="parquet-type",
+    refused="parquet columns of nanosecond timestamps or unsigned 64-bit integers (`ReadFiles`)",
+    modes=(BATCH, LIVE),
+    reason="column {column!r} of {file!r} holds {kind}, which Spark's parquet reader cannot read",
+    advice="write the files with {written}, or run the pipeline where the runner reads the files "
+    "itself (the direct runner, or collected on unbounded input)",
 )
 
 IDLE_PROCESSING_TIME = Refusal(
@@ -206,6 +216,7 @@ REFUSALS = (
     NO_TRANSLATION,
     EMIT_EVENT,
     OBJECT_COLUMN,
+    PARQUET_TYPE,
     IDLE_PROCESSING_TIME,
     BOUNDED_READ_IN_STREAM,
     CHAINED_WATERMARKS,

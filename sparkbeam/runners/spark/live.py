@@ -11,7 +11,7 @@ from pyspark.sql import DataFrame
 
 from sparkbeam.arrow import from_arrow
 from sparkbeam.graph import Node
-from sparkbeam.runners.spark.arrow import spark_schema
+from sparkbeam.runners.spark.arrow import refuse_unreadable_parquet, spark_schema
 from sparkbeam.runners.spark.paths import paths_of
 from sparkbeam.runners.spark.python_functions import PIPELINE_ERROR_MARK
 from sparkbeam.runners.spark.translate import (
@@ -36,6 +36,8 @@ def live_files(run: StreamingTranslation, node: Node) -> DataFrame:
     assert isinstance(transform, ReadFiles)
     paths = paths_of(run.spark)
     files = data_files(transform.path, node.label, paths)
+    if transform.format == "parquet":
+        refuse_unreadable_parquet(files, node.info.schema, node.label, paths)
     schema = files_schema(transform.format, files, node.info.schema, node.label, paths)
     reader = run.spark.readStream.format(transform.format)
     reader = reader.schema(spark_schema(schema, node.label))

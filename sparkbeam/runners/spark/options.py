@@ -21,6 +21,7 @@ from pyspark.sql import SparkSession
 
 from sparkbeam.errors import PipelineError
 from sparkbeam.runners.spark.shipping import is_connect
+from sparkbeam.time import parse_interval
 
 _MASTER = re.compile(
     r"local(?:\[(?:\*|[0-9]+)(?:\s*,\s*[0-9]+)?\])?"
@@ -207,9 +208,15 @@ def check_trigger(trigger: object) -> str | None:
     if trigger is None:
         return None
     if not isinstance(trigger, str) or not _INTERVAL.fullmatch(trigger.strip()):
+        why = ""
+        if isinstance(trigger, str):
+            try:
+                parse_interval(trigger)
+            except ValueError as exc:
+                why = f" ({exc})"
         raise PipelineError(
-            f"SparkRunner: trigger={trigger!r} is not a processing-time interval; write it as "
-            "Spark does, for example trigger='10 seconds' or '1 minute' (or leave it out: a "
+            f"SparkRunner: trigger={trigger!r} is not a processing-time interval{why}; write it "
+            "as Spark does, for example trigger='10 seconds' or '1 minute' (or leave it out: a "
             "micro-batch as soon as the last one ended)"
         )
     return trigger.strip()

@@ -43,7 +43,7 @@ class SparkResult(ResultViews):
 
     def collect(self, pcoll: PCollection) -> list[Row]:
         """Every row of `pcoll`, as the same Python values the direct runner gives."""
-        schema = pcoll.schema
+        schema = self.of_run(pcoll).schema
         with spark_errors(self.pipeline.nodes, pcoll.node):
             table = self.to_dataframe(pcoll).toArrow()
         return columns_to_rows(from_arrow(table, schema), schema)

@@ -13,6 +13,7 @@ from sparkbeam.arrow import from_arrow
 from sparkbeam.errors import PipelineError
 from sparkbeam.paths import join
 from sparkbeam.runners.shared.writes import refuse_existing_outputs, refuse_overlapping_writes
+from sparkbeam.runners.spark.arrow import require_spark_types
 from sparkbeam.runners.spark.engine_errors import spark_errors
 from sparkbeam.runners.spark.limits import refuse_streaming_limits
 from sparkbeam.runners.spark.options import (
@@ -148,6 +149,8 @@ class SparkRunner:
 
     def _run(self, pipeline: Pipeline) -> SparkResult | SparkStreamingResult:
         refuse_overlapping_writes(pipeline.nodes)
+        for node in pipeline.nodes:
+            require_spark_types(node.info.schema, node.label, node.transform)
         if self.ship_package:
             ship_package(self.spark)
         if any(not node.info.bounded for node in pipeline.nodes):

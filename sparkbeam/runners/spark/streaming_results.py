@@ -244,7 +244,7 @@ class SparkStreamingResult(ResultViews):
         return _filtered_out(self._counts(pcoll), node.id)
 
     def invalid_count(self, pcoll: PCollection) -> int:
-        if not isinstance(pcoll.node.transform, WithWatermark):
+        if not isinstance(self.of_run(pcoll).node.transform, WithWatermark):
             raise PipelineError(
                 f"{pcoll.node.label}: rows with no event time are counted by WithWatermark; "
                 "pass the PCollection that .with_watermark(...) returned"

@@ -36,7 +36,11 @@ from sparkbeam.errors import DataError, PipelineError
 from sparkbeam.graph import Node
 from sparkbeam.paths import Paths
 from sparkbeam.runners.spark import limits
-from sparkbeam.runners.spark.arrow import require_spark_types, spark_schema
+from sparkbeam.runners.spark.arrow import (
+    refuse_unreadable_parquet,
+    require_spark_types,
+    spark_schema,
+)
 from sparkbeam.runners.spark.engine_errors import spark_errors
 from sparkbeam.runners.spark.expressions import Compiler
 from sparkbeam.runners.spark.paths import paths_of
@@ -114,7 +118,7 @@ class Translation:
             if translate is None:
                 kind = type(node.transform).__name__
                 raise limits.NO_TRANSLATION.error(node.label, kind=kind, input="bounded")
-            require_spark_types(node.info.schema, node.label)
+            require_spark_types(node.info.schema, node.label, node.transform)
             inputs = [self.frames[i] for i in node.inputs]
             with translating(node):
                 self.frames[node.id] = translate(self, node, inputs)
@@ -182,6 +186,8 @@ def read_files(translation: Translation, node: Node, inputs: Sequence[DataFrame]
     schema = node.info.schema
     paths = paths_of(translation.spark)
     files = data_files(transform.path, node.label, paths)  # PipelineError if it went away
+    if transform.format == "parquet":
+        refuse_unreadable_parquet(files, schema, node.label, paths)
     file_schema = files_schema(transform.format, files, schema, node.label, paths)
     reader = translation.spark.read.format(transform.format)
     reader = reader.schema(spark_schema(file_schema, node.label))

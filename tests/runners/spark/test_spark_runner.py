@@ -470,18 +470,35 @@ class Collect(sb.CombineFn):
         return sorted(accumulator)
 
 
-@pytest.mark.parametrize("where", ["create", "map", "combine_fn"])
-def test_columns_of_type_object_are_refused(spark_runner: Any, where: str) -> None:
+@pytest.mark.parametrize(
+    ("where", "fix"),
+    [
+        ("create", "schema={..., 'payload': str}"),
+        ("stream", "schema={..., 'payload': str}"),
+        ("map", "in the schema= of the Map"),
+        ("flat_map", "in the schema= of the FlatMap"),
+        ("combine_fn", "set output_type on the CombineFn Collect"),
+    ],
+)
+def test_columns_of_type_object_are_refused(spark_runner: Any, where: str, fix: str) -> None:
+    """Refused before anything runs (also on unbounded input, where a `TestStream` of them
+    failed deep in the feed), saying where the column's type is declared."""
     p = sb.Pipeline(runner=spark_runner)
+    payload = {"k": str, "payload": object}
     if where == "create":
-        _ = p | "source" >> sb.Create(
-            [{"k": "a", "payload": {"x": 1}}], schema={"k": str, "payload": object}
-        )
+        _ = p | "source" >> sb.Create([{"k": "a", "payload": {"x": 1}}], schema=payload)
+    elif where == "stream":
+        stream = sb.TestStream(payload).add_epoch([{"k": "a", "payload": {"x": 1}}])
+        _ = p | "source" >> stream | sb.Map(lambda row: row, schema={"k": str})
     elif where == "map":
         rows = p | sb.Create([{"k": "a", "n": 1}])
         _ = rows | "source" >> sb.Map(
-            lambda row: {"k": row["k"], "payload": [row["n"]]},
-            schema={"k": str, "payload": object},
+            lambda row: {"k": row["k"], "payload": [row["n"]]}, schema=payload
+        )
+    elif where == "flat_map":
+        rows = p | sb.Create([{"k": "a", "n": 1}])
+        _ = rows | "source" >> sb.FlatMap(
+            lambda row: [{"k": row["k"], "payload": [row["n"]]}], schema=payload
         )
     else:
         rows = p | sb.Create([{"k": "a", "n": 1}])
@@ -493,6 +510,38 @@ def test_columns_of_type_object_are_refused(spark_runner: Any, where: str) -> No
     assert "'payload'" in message
     assert "object" in message
     assert "'k'" not in message
+    assert fix in message, message
+
+
+@pytest.mark.parametrize(
+    ("kind", "written"),
+    [("timestamp[ns]", "microseconds"), ("uint64", "signed 64-bit integers")],
+)
+@pytest.mark.parametrize("live", [False, True], ids=["batch", "live"])
+def test_parquet_types_spark_cannot_read_are_refused_naming_the_column(
+    spark_runner: Any, tmp_path: Path, kind: str, written: str, live: bool
+) -> None:
+    """Spark's reader fails on these deep in a task, naming no column (uint64 as
+    `PlainValuesDictionary$PlainLongDictionary`); the runner refuses them first."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    values = (
+        pa.array([datetime(2026, 4, 1)], pa.timestamp("ns"))
+        if kind.startswith("timestamp")
+        else pa.array([1], pa.uint64())
+    )
+    source = tmp_path / "in"
+    source.mkdir()
+    pq.write_table(pa.table({"k": ["a"], "odd": values}), source / "part-0.parquet")
+    p = sb.Pipeline(runner=spark_runner)
+    rows = p | sb.ReadFiles(str(source), streaming=live)
+    _ = rows | sb.WriteFiles(str(tmp_path / "out")) if live else rows
+    with pytest.raises(sb.PipelineError) as info:
+        p.run()
+    message = str(info.value)
+    assert message.startswith("ReadFiles(in): column 'odd' of "), message
+    assert "part-0.parquet" in message and kind in message and written in message
 
 
 def test_a_refused_pipeline_runs_nothing(spark_runner: Any, tmp_path: Path) -> None:
