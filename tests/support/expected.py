@@ -15,9 +15,14 @@ other modes compare theirs with the direct runner's.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 DIRECT_ROWS: dict[str, list[list[dict[str, Any]]]] = {
+    # pyarrow's nanoseconds, read by the direct runner as the microseconds they hold
+    "parquet files of nanosecond timestamps or unsigned 64-bit integers": [
+        [{"k": "a", "t": datetime(2026, 4, 1, 10, 0, 0, 5)}]
+    ],
     (
         "`Map`, `Filter`, `Select`, `Tumble`, `Hop`, `CombinePerKey` (built-in "
         "aggregates and a `CombineFn`)"
