@@ -6,10 +6,10 @@ Both runners on bounded input (where they must agree on the rows and, for a
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime, timedelta
 from typing import Any
 
-import attrs
 import pytest
 
 import sparkbeam as sb
@@ -131,7 +131,7 @@ def test_metrics_of_spark_streaming_are_the_direct_runners(spark_runner: Any) ->
             assert result.collect(ordered) and result.runs == ran
         # state sizes: None on Spark (its state operators are not one per transform)
         return {
-            label: attrs.evolve(m, state_size=None, peak_state_size=None)
+            label: dataclasses.replace(m, state_size=None, peak_state_size=None)
             for label, m in metrics.items()
         }
 

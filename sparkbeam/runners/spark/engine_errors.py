@@ -163,11 +163,13 @@ def _missing_module_advice(module: str, labels: Sequence[str]) -> str:
     where = f"{' or '.join(labels)}: " if labels else ""
     if module.split(".")[0] == "sparkbeam":
         return (
-            f"{where}Spark's Python workers cannot import {module!r}: the runner ships "
-            "sparkbeam to them unless SparkRunner(ship_package=False); with it off, install "
-            f"the driver's version on the cluster's Python (pip install "
-            f"'sparkbeam=={sparkbeam_version()}' protobuf: protobuf for Sort, Session and "
-            "other streaming operators that keep state), or leave ship_package on"
+            f"{where}Spark's Python workers cannot import {module!r}. The runner ships "
+            "sparkbeam to the executors unless SparkRunner(ship_package=False): with it off, "
+            "install the driver's version in the cluster's Python (pip install "
+            f"'sparkbeam=={sparkbeam_version()}' protobuf; protobuf for Sort, Session and "
+            "the other streaming operators that keep state), or leave ship_package on. On "
+            "Spark Connect the server's process that plans such an operator reads no shipped "
+            "file: install the same in the Python the server's PYSPARK_PYTHON names"
         )
     return (
         f"{where}Spark's Python workers cannot import the module {module!r}, where a function "
