@@ -105,10 +105,15 @@ def _zero_check(c: Compiler, bound: BoundExpr, a: Column, b: Column, value: Colu
     return c.fail_when(a.isNotNull() & (b == 0), message, value)
 
 
-def _python_mod(a: Column, b: Column) -> Column:
-    """Python's `%` (the sign of the divisor) from Spark's (the sign of the dividend)."""
+def _python_mod(a: Column, b: Column, kind: type) -> Column:
+    """Python's `%` (the sign of the divisor) from Spark's (the sign of the dividend); a float
+    remainder of zero is a zero of the divisor's sign, as CPython's (`-4.0 % 2.0` is `0.0`).
+    Every `when` here tests the remainder, so a `None` operand stays `None`."""
     m = a % b
-    return F.when((m != 0) & ((m < 0) != (b < 0)), m + b).otherwise(m)
+    python = F.when((m != 0) & ((m < 0) != (b < 0)), m + b)
+    if kind is float:
+        python = python.when(m == 0, F.when(b < 0, F.lit(-0.0)).otherwise(F.lit(0.0)))
+    return python.otherwise(m)
 
 
 def _floor_double(x: Column) -> Column:
@@ -117,13 +122,15 @@ def _floor_double(x: Column) -> Column:
 
 
 def _python_float_floordiv(a: Column, b: Column) -> Column:
-    """CPython's float `//`: `(a - fmod(a, b)) / b`, adjusted to the floor and rounded."""
+    """CPython's float `//`: `(a - fmod(a, b)) / b`, adjusted to the floor and rounded; a zero
+    quotient has the sign of `a / b` (`0.0 // -5.0` is `-0.0`). `None` when an operand is:
+    the last branch is computed from the operands, never a constant."""
     m = a % b
     div = (a - m) / b
     div = F.when((m != 0) & ((b < 0) != (m < 0)), div - 1.0).otherwise(div)
     floor = _floor_double(div)
     rounded = F.when(div - floor > 0.5, floor + 1.0).otherwise(floor)
-    return F.when(div != 0, rounded).otherwise(F.lit(0.0))
+    return F.when(div != 0, rounded).otherwise(a / b * 0.0)
 
 
 @compiles(ex.Arith)
@@ -150,7 +157,7 @@ def _arith(c: Compiler, bound: BoundExpr) -> Column:
     if op == "/":
         return _zero_check(c, bound, a, b, a.cast("double") / b.cast("double"))
     if op == "%":
-        return _zero_check(c, bound, a, b, _python_mod(a, b))
+        return _zero_check(c, bound, a, b, _python_mod(a, b, kind))
     if kind is float:
         return _zero_check(c, bound, a, b, _python_float_floordiv(a, b))
     quotient = F.call_function("div", a, b)
