@@ -244,3 +244,78 @@ def test_integer_times_beyond_what_spark_holds_where_watermarks_meet(spark_runne
     text = str(caught.value)
     assert text.startswith("Ticks: the Spark runner holds integer event times"), text
     assert '"n":2' in text and "java." not in text
+
+
+INT64_MIN = -(2**63)
+
+
+@pytest.mark.parametrize(
+    ("label", "window", "t"),
+    [
+        ("Minutes", sb.Tumble("t", 10), INT64_MAX - 3),  # its end above
+        ("Minutes", sb.Tumble("t", 10, offset=5), INT64_MIN + 1),  # its start below
+        ("Slides", sb.Hop("t", 10, 5), INT64_MIN + 3),
+        ("Visits", sb.Session("t", 10), INT64_MAX - 3),
+    ],
+)
+def test_a_window_bound_outside_64_bits_is_a_data_error(
+    runner: Any, label: str, window: Any, t: int
+) -> None:
+    """On an integer time column a window bound beyond 64 bits is a `DataError` naming the
+    window transform and the row, as one beyond year 9999 on a datetime column."""
+    p = sb.Pipeline(runner=runner)
+    rows = [{"n": 1, "t": 0}, {"n": 2, "t": t}]
+    out = p | sb.Create(rows, schema={"n": int, "t": int}) | label >> window
+    with pytest.raises(sb.DataError) as caught:
+        p.run().collect(out)
+    text = str(caught.value)
+    assert text.startswith(f"{label}: the row's window has a bound outside the 64-bit"), text
+    assert str(t) in text and "java." not in text
+
+
+def test_windows_at_the_64_bit_bounds_are_exact(runner: Any) -> None:
+    """Windows whose bounds reach the ends of the 64-bit integers, whose computation on the
+    way would leave them (`t - size` of a `Hop` as large as the integers, the gap between
+    two `Session` rows at either end), are the direct runner's on both runners."""
+    p = sb.Pipeline(runner=runner)
+    schema = {"n": int, "t": int}
+    tumbled = p | "A" >> sb.Create([{"n": 1, "t": INT64_MAX - 9}], schema=schema) | sb.Tumble(
+        "t", 10
+    )
+    hopped = p | "B" >> sb.Create([{"n": 2, "t": -5}], schema=schema) | sb.Hop(
+        "t", INT64_MAX, 2**62
+    )
+    sessions = p | "C" >> sb.Create(
+        [{"n": 3, "t": INT64_MIN}, {"n": 4, "t": INT64_MAX - 10}], schema=schema
+    ) | sb.Session("t", 10)
+    out = tumbled.union(hopped, sessions)
+    got = sorted(
+        (row["n"], row["window_start"], row["window_end"]) for row in p.run().collect(out)
+    )
+    assert got == [
+        (1, INT64_MAX - 17, INT64_MAX - 7),
+        (2, INT64_MIN, -1),
+        (2, -(2**62), 2**62 - 1),
+        (3, INT64_MIN, INT64_MIN + 10),
+        (4, INT64_MAX - 10, INT64_MAX),
+    ]
+
+
+def test_a_window_bound_outside_64_bits_on_a_stream_is_a_data_error(spark_runner: Any) -> None:
+    """The same on a stream: an offset window whose end passes 64 bits, though its row's time
+    is small."""
+    stream = sb.TestStream({"n": int, "t": int})
+    stream.add_epoch([{"n": 1, "t": 10}, {"n": 2, "t": 100}])
+    for runner in (sb.DirectRunner(), spark_runner):
+        p = sb.Pipeline(runner=runner)
+        out = (
+            p
+            | stream
+            | sb.WithWatermark("t", delay=0)
+            | "Spans" >> sb.Tumble("t", INT64_MAX - 5, offset=50)
+        )
+        with pytest.raises(sb.DataError) as caught:
+            p.run().collect(out)
+        text = str(caught.value)
+        assert text.startswith("Spans: the row's window has a bound outside the 64-bit"), text
+        assert '100' in text and "java." not in text

@@ -948,8 +948,9 @@ class Concat(Expr):
 
 @attrs.frozen(eq=False)
 class Truncate(Expr):
-    """`base` floored to a multiple of `unit` since the epoch. Watermark rule: keeps order,
-    so `W(x, t)` gives `W(out, floor(t))` (`Floor` step)."""
+    """`base` floored to a multiple of `unit` since the epoch (on an integer, a multiple below
+    the 64-bit integers is a `DataError`). Watermark rule: keeps order, so `W(x, t)` gives
+    `W(out, floor(t))` (`Floor` step)."""
 
     base: Expr
     unit: object
@@ -973,9 +974,17 @@ class Truncate(Expr):
             positive=True,
         )
         steps = (*base.steps, Floor(unit)) if base.source is not None else ()
+        values, expr = base.evaluate, self
+
+        def evaluate(columns: Mapping[str, Values], size: int) -> Values:
+            return [
+                None if v is None else _int64(v - v % unit, i, expr)
+                for i, v in enumerate(values(columns, size))
+            ]
+
         return BoundExpr(
             base.output_type,
-            _unary(lambda v: v - v % unit, base.evaluate),
+            evaluate,
             base.source,
             steps,
             expr=self,

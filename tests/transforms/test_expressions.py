@@ -156,6 +156,7 @@ def test_a_float_zero_from_floor_division_and_modulo_has_pythons_sign(runner: An
         sb.col("big") + 1,
         -sb.col("small"),
         sb.col("small") // -1,
+        sb.col("small").truncate(3),
         sb.lit("1.5").cast(int),
         sb.lit("").cast(float),
         sb.lit("maybe").cast(bool),
@@ -718,12 +719,13 @@ def test_an_expression_only_pipeline_runs_no_python_on_spark(spark_runner: Any) 
         (sb.col("a") // sb.col("z"), "(col('a') // col('z'))"),
         (sb.col("big") + 1, "(col('big') + 1)"),
         (sb.lit("1.5").cast(int) + sb.col("a"), "'1.5'.cast(int)"),
+        (sb.col("small").truncate(3), "col('small').truncate(3)"),
     ],
 )
 def test_spark_errors_name_the_transform_the_expression_and_the_row(
     spark_runner: Any, expr: sb.Expr, failing: str
 ) -> None:
-    row = {"a": -7, "z": 0, "big": 2**63 - 1}
+    row = {"a": -7, "z": 0, "big": 2**63 - 1, "small": -(2**63)}
     with sb.Pipeline(runner=spark_runner) as p:
         out = (p | sb.Create([row])) | "compute" >> sb.Select(x=expr)
     with pytest.raises(sb.DataError) as info:

@@ -251,7 +251,7 @@ def _truncate(c: Compiler, bound: BoundExpr) -> Column:
     if bound.output_type is _dt.datetime:
         micros = F.unix_micros(base)
         return F.timestamp_micros(micros - F.pmod(micros, unit))
-    return base - F.pmod(base, unit)
+    return c.overflow(bound, F.try_subtract(base, F.pmod(base, unit)), base)
 
 
 @compiles(ex.TimePart)

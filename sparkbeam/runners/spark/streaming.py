@@ -69,7 +69,7 @@ from sparkbeam.runners.spark.translate import (
     Translation,
     _aggregate,
     join_output,
-    session_in_calendar,
+    session_in_range,
     translating,
     units,
 )
@@ -568,7 +568,7 @@ def session_then_combine(run: StreamingTranslation, session: Node, node: Node) -
     schema = run.nodes[session.inputs[0]].info.schema
     judge = run.exact_judge(session, windows.column)
     gap = windows.gap_units(schema, session.label)
-    checked = session_in_calendar(
+    checked = session_in_range(
         run.frames[session.inputs[0]], windows.column, gap, session.label, schema
     )
     frame = stateful(checked, [judge(F.col(windows.column))])
@@ -714,7 +714,7 @@ def session(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -
     schema = run.nodes[node.inputs[0]].info.schema
     judge = run.exact_judge(node, transform.column)
     gap = transform.gap_units(schema, node.label)
-    checked = session_in_calendar(inputs[0], transform.column, gap, node.label, schema)
+    checked = session_in_range(inputs[0], transform.column, gap, node.label, schema)
     frame = stateful(checked, [judge(F.col(transform.column))])
     return session_stream(frame, schema, transform.column, gap, transform.keys, judge, node.label)
 
