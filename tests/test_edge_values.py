@@ -301,21 +301,38 @@ def test_windows_at_the_64_bit_bounds_are_exact(runner: Any) -> None:
     ]
 
 
-def test_a_window_bound_outside_64_bits_on_a_stream_is_a_data_error(spark_runner: Any) -> None:
-    """The same on a stream: an offset window whose end passes 64 bits, though its row's time
-    is small."""
+@pytest.mark.spark
+def test_a_window_ending_after_what_spark_streaming_holds_is_a_data_error(
+    spark_runner: Any,
+) -> None:
+    """On a stream the Spark runner holds integer times up to `INT_TIME_RANGE` (its end of
+    input lies beyond them): a window ending later, within 64 bits, is a `DataError` naming
+    the window and the row there (before, it never closed and its rows were lost without a
+    word); the direct runner emits it."""
+    from sparkbeam.runners.spark.judges import INT_TIME_RANGE
+
+    t = 4_400_000_000_000_000
+    size = 4_600_000_000_000_000  # the window [t, t + size) ends after the range
+    assert t <= INT_TIME_RANGE[1] < t + size <= INT64_MAX
     stream = sb.TestStream({"n": int, "t": int})
-    stream.add_epoch([{"n": 1, "t": 10}, {"n": 2, "t": 100}])
-    for runner in (sb.DirectRunner(), spark_runner):
+    stream.add_epoch([{"n": 1, "t": t}, {"n": 2, "t": t + 1}])
+
+    def build(runner: Any) -> tuple[sb.Pipeline, sb.PCollection]:
         p = sb.Pipeline(runner=runner)
         out = (
             p
             | stream
             | sb.WithWatermark("t", delay=0)
-            | "Spans" >> sb.Tumble("t", INT64_MAX - 5, offset=50)
+            | "Spans" >> sb.Tumble("t", size, offset=t)
+            | sb.CombinePerKey("window_start", n=sb.Count())
         )
-        with pytest.raises(sb.DataError) as caught:
-            p.run().collect(out)
-        text = str(caught.value)
-        assert text.startswith("Spans: the row's window has a bound outside the 64-bit"), text
-        assert '100' in text and "java." not in text
+        return p, out
+
+    p, out = build(sb.DirectRunner())
+    assert p.run().collect(out) == [{"window_start": t, "n": 2}]
+    p, out = build(spark_runner)
+    with pytest.raises(sb.DataError) as caught:
+        p.run().collect(out)
+    text = str(caught.value)
+    assert text.startswith(f"Spans: the row's window ends after {INT_TIME_RANGE[1]}"), text
+    assert str(t) in text and "java." not in text

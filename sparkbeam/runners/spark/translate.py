@@ -107,6 +107,11 @@ class Translation:
         self.writes: list[tuple[Node, DataFrame]] = []
         """The sinks (`WriteFiles`, `ForEachBatch`), written when the pipeline runs."""
 
+    def window_bounds(self, kind: type) -> tuple[int, int, str]:
+        """The least and greatest window bound a time column of type `kind` holds here, and
+        the words of the `DataError` for a window beyond them (`bounds_of`)."""
+        return bounds_of(kind)
+
     def run(self) -> None:
         for node in self.nodes:
             translate = TRANSLATORS.get(type(node.transform))
@@ -227,17 +232,17 @@ def _window_in_range(
     start: Column,
     last: Column,
     size: Column,
-    kind: type,
+    bounds: tuple[int, int, str],
     label: str,
     schema: Schema,
     windows: Column | None = None,
 ) -> Column:
     """`start`, failing the job with a `DataError` naming the row when one of its windows,
-    starting from `start` to `last` (null: their computation left 64 bits), has a bound its
-    time column cannot hold (`bounds_of`: years 1 to 9999 for datetimes, 64 bits for
-    integers; as the direct runner). `windows`: whether the row has any (a `Hop` whose slide
-    exceeds its size leaves gaps)."""
-    low, high, words = bounds_of(kind)
+    starting from `start` to `last` (null: their computation left 64 bits), has a bound
+    outside `bounds` (`Translation.window_bounds`: years 1 to 9999 for datetimes, 64 bits
+    for integers, as the direct runner). `windows`: whether the row has any (a `Hop` whose
+    slide exceeds its size leaves gaps)."""
+    low, high, words = bounds
     end = F.try_add(last, size)
     outside = start.isNull() | end.isNull() | (start < _long(low)) | (end > _long(high))
     if windows is not None:
@@ -246,13 +251,18 @@ def _window_in_range(
 
 
 def session_in_range(
-    frame: DataFrame, column: str, gap: int, label: str, schema: Schema
+    frame: DataFrame,
+    column: str,
+    gap: int,
+    bounds: tuple[int, int, str],
+    label: str,
+    schema: Schema,
 ) -> DataFrame:
     """`frame`, failing the job with a `DataError` naming the row when a session ending at
-    its time plus `gap` would end beyond what the column holds (a session's end is its last
-    row's time plus the gap; its start is a row's time; `bounds_of`; as the direct runner)."""
+    its time plus `gap` would end beyond `bounds` (`Translation.window_bounds`; a session's
+    end is its last row's time plus the gap, its start a row's time; as the direct runner)."""
     kind = schema.type_of(column)
-    _, high, words = bounds_of(kind)
+    _, high, words = bounds
     outside = units(F.col(column), kind) > _long(high - gap)
     return frame.withColumn(column, fail_when(outside, F.col(column), label, schema, words))
 
@@ -384,7 +394,8 @@ def tumble(translation: Translation, node: Node, inputs: Sequence[DataFrame]) ->
     t = units(F.col(transform.column), kind)
     size = _long(spec.size)
     start = F.try_subtract(t, _below_window_start(t, spec.offset, size))
-    start = _window_in_range(start, start, size, kind, node.label, schema)
+    bounds = translation.window_bounds(kind)
+    start = _window_in_range(start, start, size, bounds, node.label, schema)
     frame = inputs[0]
     if not _timed(translation, node, transform.column):
         frame = _require_time(frame, transform.column, node.label, schema)
@@ -419,7 +430,8 @@ def hop(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> Da
     # the windows holding t start at last, last - slide, ..., down to the first after t - size
     reach = size - _long(1) - below
     first = F.try_subtract(last, F.call_function("div", reach, slide) * slide)
-    first = _window_in_range(first, last, size, kind, node.label, schema, reach >= 0)
+    bounds = translation.window_bounds(kind)
+    first = _window_in_range(first, last, size, bounds, node.label, schema, reach >= 0)
     starts = F.when(reach >= 0, F.sequence(first, last, slide)).otherwise(
         F.array().cast("array<bigint>")
     )
@@ -518,7 +530,10 @@ def session(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -
     starts = F.when(F.coalesce(F.try_subtract(t, F.lag(t).over(ordered)) > gap, F.lit(True)), 1)
     starts = starts.otherwise(0)
     frame = _require_time(inputs[0], transform.column, node.label, schema)
-    numbered = session_in_range(frame, transform.column, gap_units, node.label, schema).select(
+    bounds = translation.window_bounds(kind)
+    numbered = session_in_range(
+        frame, transform.column, gap_units, bounds, node.label, schema
+    ).select(
         "*",
         F.sum(starts)
         .over(ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow))
