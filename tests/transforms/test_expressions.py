@@ -157,6 +157,9 @@ def test_a_float_zero_from_floor_division_and_modulo_has_pythons_sign(runner: An
         -sb.col("small"),
         sb.col("small") // -1,
         sb.col("small").truncate(3),
+        sb.col("late") + "1 day",
+        sb.col("early") - timedelta(days=2),
+        sb.col("early").truncate("7 days"),
         sb.lit("1.5").cast(int),
         sb.lit("").cast(float),
         sb.lit("maybe").cast(bool),
@@ -164,7 +167,14 @@ def test_a_float_zero_from_floor_division_and_modulo_has_pythons_sign(runner: An
     ],
 )
 def test_errors_name_the_transform_the_expression_and_the_row(expr: sb.Expr) -> None:
-    row = {"a": -7, "z": 0, "big": 2**63 - 1, "small": -(2**63)}
+    row = {
+        "a": -7,
+        "z": 0,
+        "big": 2**63 - 1,
+        "small": -(2**63),
+        "late": datetime(9999, 12, 31, 12),
+        "early": datetime(1, 1, 2),
+    }
     with pytest.raises(sb.DataError) as info, sb.Pipeline() as p:
         (p | sb.Create([row])) | "compute" >> sb.Select(x=expr)
     message = str(info.value)
@@ -720,12 +730,13 @@ def test_an_expression_only_pipeline_runs_no_python_on_spark(spark_runner: Any) 
         (sb.col("big") + 1, "(col('big') + 1)"),
         (sb.lit("1.5").cast(int) + sb.col("a"), "'1.5'.cast(int)"),
         (sb.col("small").truncate(3), "col('small').truncate(3)"),
+        (sb.col("late") + "1 day", "(col('late') + '1 day')"),
     ],
 )
 def test_spark_errors_name_the_transform_the_expression_and_the_row(
     spark_runner: Any, expr: sb.Expr, failing: str
 ) -> None:
-    row = {"a": -7, "z": 0, "big": 2**63 - 1, "small": -(2**63)}
+    row = {"a": -7, "z": 0, "big": 2**63 - 1, "small": -(2**63), "late": datetime(9999, 12, 31)}
     with sb.Pipeline(runner=spark_runner) as p:
         out = (p | sb.Create([row])) | "compute" >> sb.Select(x=expr)
     with pytest.raises(sb.DataError) as info:

@@ -19,9 +19,9 @@ from pyspark.sql import functions as F
 
 from sparkbeam.runners.spark.python_functions import fail_when
 from sparkbeam.schema import INT64_MAX, INT64_MIN, Schema
-from sparkbeam.time import to_micros
+from sparkbeam.time import MAX_MICROS, MIN_MICROS, to_micros
 from sparkbeam.transforms import expressions as ex
-from sparkbeam.transforms.expressions import COMPARISONS, BoundExpr
+from sparkbeam.transforms.expressions import COMPARISONS, OUTSIDE_DATETIMES, BoundExpr
 
 SPARK_TYPES = {
     int: "long",
@@ -96,6 +96,13 @@ def _lit(c: Compiler, bound: BoundExpr) -> Column:
     return F.lit(value)
 
 
+def _in_calendar(c: Compiler, bound: BoundExpr, micros: Column) -> Column:
+    """The timestamp of `micros`, failing where it is before year 1 or after 9999."""
+    outside = (micros < _long(MIN_MICROS)) | (micros > _long(MAX_MICROS))
+    message = f"{bound.expr} {OUTSIDE_DATETIMES}"
+    return c.fail_when(outside, message, F.timestamp_micros(micros))
+
+
 def _zero_check(c: Compiler, bound: BoundExpr, a: Column, b: Column, value: Column) -> Column:
     what = "division" if bound.expr.op in ("/", "//") else "modulo"
     message = (
@@ -140,7 +147,7 @@ def _arith(c: Compiler, bound: BoundExpr) -> Column:
         base = c.column(bound.args[0])
         delta = _long(bound.detail)
         if bound.output_type is _dt.datetime:
-            return F.timestamp_micros(F.unix_micros(base) + delta)
+            return _in_calendar(c, bound, F.unix_micros(base) + delta)
         return c.overflow(bound, F.try_add(base, delta), base)
     kind = bound.detail
     a, b = (c.column(arg).cast(SPARK_TYPES[kind]) for arg in bound.args)
@@ -250,7 +257,7 @@ def _truncate(c: Compiler, bound: BoundExpr) -> Column:
     unit = _long(bound.detail)
     if bound.output_type is _dt.datetime:
         micros = F.unix_micros(base)
-        return F.timestamp_micros(micros - F.pmod(micros, unit))
+        return _in_calendar(c, bound, micros - F.pmod(micros, unit))
     return c.overflow(bound, F.try_subtract(base, F.pmod(base, unit)), base)
 
 
