@@ -244,3 +244,95 @@ def test_integer_times_beyond_what_spark_holds_where_watermarks_meet(spark_runne
     text = str(caught.value)
     assert text.startswith("Ticks: the Spark runner holds integer event times"), text
     assert '"n":2' in text and "java." not in text
+
+
+INT64_MIN = -(2**63)
+
+
+@pytest.mark.parametrize(
+    ("label", "window", "t"),
+    [
+        ("Minutes", sb.Tumble("t", 10), INT64_MAX - 3),  # its end above
+        ("Minutes", sb.Tumble("t", 10, offset=5), INT64_MIN + 1),  # its start below
+        ("Slides", sb.Hop("t", 10, 5), INT64_MIN + 3),
+        ("Visits", sb.Session("t", 10), INT64_MAX - 3),
+    ],
+)
+def test_a_window_bound_outside_64_bits_is_a_data_error(
+    runner: Any, label: str, window: Any, t: int
+) -> None:
+    """On an integer time column a window bound beyond 64 bits is a `DataError` naming the
+    window transform and the row, as one beyond year 9999 on a datetime column."""
+    p = sb.Pipeline(runner=runner)
+    rows = [{"n": 1, "t": 0}, {"n": 2, "t": t}]
+    out = p | sb.Create(rows, schema={"n": int, "t": int}) | label >> window
+    with pytest.raises(sb.DataError) as caught:
+        p.run().collect(out)
+    text = str(caught.value)
+    assert text.startswith(f"{label}: the row's window has a bound outside the 64-bit"), text
+    assert str(t) in text and "java." not in text
+
+
+def test_windows_at_the_64_bit_bounds_are_exact(runner: Any) -> None:
+    """Windows whose bounds reach the ends of the 64-bit integers, whose computation on the
+    way would leave them (`t - size` of a `Hop` as large as the integers, the gap between
+    two `Session` rows at either end), are the direct runner's on both runners."""
+    p = sb.Pipeline(runner=runner)
+    schema = {"n": int, "t": int}
+    tumbled = p | "A" >> sb.Create([{"n": 1, "t": INT64_MAX - 9}], schema=schema) | sb.Tumble(
+        "t", 10
+    )
+    hopped = p | "B" >> sb.Create([{"n": 2, "t": -5}], schema=schema) | sb.Hop(
+        "t", INT64_MAX, 2**62
+    )
+    sessions = p | "C" >> sb.Create(
+        [{"n": 3, "t": INT64_MIN}, {"n": 4, "t": INT64_MAX - 10}], schema=schema
+    ) | sb.Session("t", 10)
+    out = tumbled.union(hopped, sessions)
+    got = sorted(
+        (row["n"], row["window_start"], row["window_end"]) for row in p.run().collect(out)
+    )
+    assert got == [
+        (1, INT64_MAX - 17, INT64_MAX - 7),
+        (2, INT64_MIN, -1),
+        (2, -(2**62), 2**62 - 1),
+        (3, INT64_MIN, INT64_MIN + 10),
+        (4, INT64_MAX - 10, INT64_MAX),
+    ]
+
+
+@pytest.mark.spark
+def test_a_window_ending_after_what_spark_streaming_holds_is_a_data_error(
+    spark_runner: Any,
+) -> None:
+    """On a stream the Spark runner holds integer times up to `INT_TIME_RANGE` (its end of
+    input lies beyond them): a window ending later, within 64 bits, is a `DataError` naming
+    the window and the row there (before, it never closed and its rows were lost without a
+    word); the direct runner emits it."""
+    from sparkbeam.runners.spark.judges import INT_TIME_RANGE
+
+    t = 4_400_000_000_000_000
+    size = 4_600_000_000_000_000  # the window [t, t + size) ends after the range
+    assert t <= INT_TIME_RANGE[1] < t + size <= INT64_MAX
+    stream = sb.TestStream({"n": int, "t": int})
+    stream.add_epoch([{"n": 1, "t": t}, {"n": 2, "t": t + 1}])
+
+    def build(runner: Any) -> tuple[sb.Pipeline, sb.PCollection]:
+        p = sb.Pipeline(runner=runner)
+        out = (
+            p
+            | stream
+            | sb.WithWatermark("t", delay=0)
+            | "Spans" >> sb.Tumble("t", size, offset=t)
+            | sb.CombinePerKey("window_start", n=sb.Count())
+        )
+        return p, out
+
+    p, out = build(sb.DirectRunner())
+    assert p.run().collect(out) == [{"window_start": t, "n": 2}]
+    p, out = build(spark_runner)
+    with pytest.raises(sb.DataError) as caught:
+        p.run().collect(out)
+    text = str(caught.value)
+    assert text.startswith(f"Spans: the row's window ends after {INT_TIME_RANGE[1]}"), text
+    assert str(t) in text and "java." not in text

@@ -29,7 +29,7 @@ from typing import Any
 from sparkbeam.derivation import Add, Floor, Step
 from sparkbeam.errors import PipelineError, call_form
 from sparkbeam.schema import INT64_MAX, INT64_MIN, Schema, _column_type, type_name
-from sparkbeam.time import to_micros
+from sparkbeam.time import MAX_MICROS, MIN_MICROS, to_micros
 from sparkbeam.transforms.casts import cast_function, cast_refusal
 from sparkbeam.transforms.validation import duration_for, signed_duration_for
 
@@ -385,6 +385,18 @@ def _int64(value: int, index: int, expr: Expr) -> int:
     )
 
 
+OUTSIDE_DATETIMES = (
+    "is outside the datetimes both runners hold (year 1 to 9999); filter such rows out first"
+)
+"""A `DataError`'s words for a shifted or truncated datetime before year 1 or after 9999."""
+
+
+def _in_calendar(micros: int, index: int, expr: Expr) -> int:
+    if MIN_MICROS <= micros <= MAX_MICROS:
+        return micros
+    raise RowError(index, f"{expr} {OUTSIDE_DATETIMES}")
+
+
 def _zero(index: int, expr: Expr, op: str) -> RowError:
     what = "division" if op in ("/", "//") else "modulo"
     return RowError(
@@ -447,7 +459,10 @@ class Arith(Expr):
                 return [
                     None if v is None else _int64(v + delta, i, expr) for i, v in enumerate(values)
                 ]
-            return [None if v is None else v + delta for v in values]
+            return [
+                None if v is None else _in_calendar(v + delta, i, expr)
+                for i, v in enumerate(values)
+            ]
 
         steps = (*base.steps, Add(delta)) if base.source is not None else ()
         return BoundExpr(
@@ -967,8 +982,9 @@ class Concat(Expr):
 
 @dataclass(frozen=True, eq=False)
 class Truncate(Expr):
-    """`base` floored to a multiple of `unit` since the epoch. Watermark rule: keeps order,
-    so `W(x, t)` gives `W(out, floor(t))` (`Floor` step)."""
+    """`base` floored to a multiple of `unit` since the epoch (a multiple below the 64-bit
+    integers, or before year 1, is a `DataError`). Watermark rule: keeps order, so `W(x, t)`
+    gives `W(out, floor(t))` (`Floor` step)."""
 
     base: Expr
     unit: object
@@ -992,9 +1008,18 @@ class Truncate(Expr):
             positive=True,
         )
         steps = (*base.steps, Floor(unit)) if base.source is not None else ()
+        values, expr = base.evaluate, self
+        bounded = _int64 if base.output_type is int else _in_calendar
+
+        def evaluate(columns: Mapping[str, Values], size: int) -> Values:
+            return [
+                None if v is None else bounded(v - v % unit, i, expr)
+                for i, v in enumerate(values(columns, size))
+            ]
+
         return BoundExpr(
             base.output_type,
-            _unary(lambda v: v - v % unit, base.evaluate),
+            evaluate,
             base.source,
             steps,
             expr=self,

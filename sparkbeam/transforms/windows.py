@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from sparkbeam.derivation import Add, Derived, Floor, WatermarkRule, passing
 from sparkbeam.errors import PipelineError
 from sparkbeam.graph import EdgeInfo, PrimitiveTransform, init_fields
-from sparkbeam.schema import Schema
-from sparkbeam.time import Duration, describe_duration
+from sparkbeam.schema import INT64_MAX, INT64_MIN, Schema
+from sparkbeam.time import MAX_MICROS, MIN_MICROS, Duration, describe_duration
 from sparkbeam.transforms.validation import (
     column_names,
     duration_on,
@@ -36,6 +36,22 @@ OUTSIDE_CALENDAR = (
     "filter such rows out before the window"
 )
 """A `DataError`'s words for a window bound before year 1 or after 9999 (SPEC section 3)."""
+
+
+OUTSIDE_INT64 = (
+    f"the row's window has a bound outside the 64-bit integers ({INT64_MIN} to {INT64_MAX}) "
+    "both runners hold; filter such rows out before the window, or make the size, slide, "
+    "offset or gap smaller"
+)
+"""A `DataError`'s words for a window bound outside 64 bits on an integer time column."""
+
+
+def bounds_of(kind: type) -> tuple[int, int, str]:
+    """The least and greatest window bound a time column of type `kind` holds, in its units,
+    and the words of the `DataError` for a window beyond them."""
+    if kind is _dt.datetime:
+        return MIN_MICROS, MAX_MICROS, OUTSIDE_CALENDAR
+    return INT64_MIN, INT64_MAX, OUTSIDE_INT64
 
 
 def _window_input(column: str, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:

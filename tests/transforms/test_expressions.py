@@ -9,7 +9,7 @@ on the Spark runner.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -113,6 +113,39 @@ def test_values(expr: sb.Expr, expected: Any) -> None:
     assert one(expr, **row) == expected
 
 
+NONE_BESIDE_ZEROS = {
+    "float_floordiv": sb.col("x") // 2,
+    "floordiv_float": 2 // sb.col("g"),
+    "float_floordiv_zero": sb.col("x") // sb.col("fz"),
+    "float_mod": sb.col("x") % 2.5,
+    "mod_float": 2.5 % sb.col("g"),
+    "float_mod_zero": sb.col("x") % 0.0,
+    "int_floordiv": sb.col("n") // 2,
+    "floordiv_int": 7 // sb.col("m"),
+    "int_floordiv_zero": sb.col("n") // sb.col("z"),
+    "int_mod": sb.col("n") % -3,
+    "mod_int": 7 % sb.col("m"),
+    "int_mod_zero": sb.col("n") % sb.col("z"),
+}
+
+
+def test_floor_division_and_modulo_of_none_are_none(runner: Any) -> None:
+    """`None // 2`, `2 // None`, `None // 0` (and `%`), integers and floats: `None` on both
+    runners, never a value (Spark's float `//` once gave `0.0`) nor an error."""
+    row = {"x": None, "g": None, "n": None, "m": None, "z": 0, "fz": 0.0}
+    schema = {"x": float, "g": float, "n": int, "m": int, "z": int, "fz": float}
+    [got] = values([row], runner, schema, **NONE_BESIDE_ZEROS)
+    assert got == dict.fromkeys(NONE_BESIDE_ZEROS)
+
+
+def test_a_float_zero_from_floor_division_and_modulo_has_pythons_sign(runner: Any) -> None:
+    """`0.0 // -5.0` is `-0.0` and `-4.0 % 2.0` is `0.0` (the divisor's sign), as in Python."""
+    exprs = {"quotient": sb.col("x") // -5.0, "remainder": sb.col("y") % 2.0}
+    [got] = values([{"x": 0.0, "y": -4.0}], runner, **exprs)
+    assert [math.copysign(1.0, got[name]) for name in exprs] == [-1.0, 1.0]
+    assert got == {"quotient": 0.0, "remainder": 0.0}
+
+
 @pytest.mark.parametrize(
     "expr",
     [
@@ -123,6 +156,10 @@ def test_values(expr: sb.Expr, expected: Any) -> None:
         sb.col("big") + 1,
         -sb.col("small"),
         sb.col("small") // -1,
+        sb.col("small").truncate(3),
+        sb.col("late") + "1 day",
+        sb.col("early") - timedelta(days=2),
+        sb.col("early").truncate("7 days"),
         sb.lit("1.5").cast(int),
         sb.lit("").cast(float),
         sb.lit("maybe").cast(bool),
@@ -130,7 +167,14 @@ def test_values(expr: sb.Expr, expected: Any) -> None:
     ],
 )
 def test_errors_name_the_transform_the_expression_and_the_row(expr: sb.Expr) -> None:
-    row = {"a": -7, "z": 0, "big": 2**63 - 1, "small": -(2**63)}
+    row = {
+        "a": -7,
+        "z": 0,
+        "big": 2**63 - 1,
+        "small": -(2**63),
+        "late": datetime(9999, 12, 31, 12),
+        "early": datetime(1, 1, 2),
+    }
     with pytest.raises(sb.DataError) as info, sb.Pipeline() as p:
         (p | sb.Create([row])) | "compute" >> sb.Select(x=expr)
     message = str(info.value)
@@ -314,27 +358,43 @@ def _or(a: Any, b: Any) -> Any:
 Gen = tuple[Any, Ref]
 COLUMNS = {"i": int, "j": int, "f": float, "s": str, "u": str, "b": bool, "t": datetime}
 INTS = st.one_of(st.none(), st.integers(-20, 20), st.sampled_from([0, -1, 2**62, -(2**63)]))
-FLOATS = st.one_of(st.none(), st.sampled_from([0.0, -0.5, 2.5, -7.25, 3.0, 1e300]))
+FLOATS = st.one_of(st.none(), st.sampled_from([0.0, -0.0, -0.5, 2.5, -7.25, 3.0, 1e300]))
 STRS = st.one_of(st.none(), st.sampled_from(["", "a", "Ab", " 12 ", "-3", "yes", "N", "1.5e2"]))
 TIMES = st.one_of(
     st.none(),
     st.integers(-(10**6), 10**6).map(lambda m: T0 + timedelta(minutes=m, microseconds=m * 37)),
 )
-ROWS = st.lists(
-    st.fixed_dictionaries(
-        {
-            "i": INTS,
-            "j": INTS,
-            "f": FLOATS,
-            "s": STRS,
-            "u": STRS,
-            "b": st.none() | st.booleans(),
-            "t": TIMES,
-        }
-    ),
-    min_size=1,
-    max_size=8,
-)
+ZEROS = {"i": 0, "j": 0, "f": 0.0, "s": "", "u": "", "b": False, "t": T0}
+"""Each column's zero (the empty string, `False`, a time on the hour): next to `None`s."""
+
+
+@st.composite
+def none_heavy_rows(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Random rows, with one to three columns `None` in every row, and at least one row where
+    every other column is `None` or its zero (`None // 0`, `None % 0.0`, `None & False`, ...).
+
+    A `None` operand that a runner turns into a value (a `0.0` from `when(...).otherwise`
+    on Spark) shows on those rows; one that becomes an error shows where the other operand
+    is a zero divisor."""
+    values = {
+        "i": INTS,
+        "j": INTS,
+        "f": FLOATS,
+        "s": STRS,
+        "u": STRS,
+        "b": st.none() | st.booleans(),
+        "t": TIMES,
+    }
+    rows = draw(st.lists(st.fixed_dictionaries(values), max_size=6))
+    beside_zeros = st.fixed_dictionaries(
+        {name: st.sampled_from([None, zero]) for name, zero in ZEROS.items()}
+    )
+    rows += draw(st.lists(beside_zeros, min_size=1, max_size=2))
+    blank = draw(st.sets(st.sampled_from(sorted(COLUMNS)), min_size=1, max_size=3))
+    return [{**row, **dict.fromkeys(blank)} for row in rows]
+
+
+ROWS = none_heavy_rows()
 
 
 def _column(name: str) -> Gen:
@@ -422,13 +482,15 @@ def _time_text(value: datetime) -> str:
     return text + (f".{value.microsecond:06d}".rstrip("0") if value.microsecond else "")
 
 
-def _expressions() -> dict[type, st.SearchStrategy[Gen]]:
-    out: dict[type, st.SearchStrategy[Gen]] = {}
-    ints = st.deferred(lambda: out[int])
-    floats = st.deferred(lambda: out[float])
-    strs = st.deferred(lambda: out[str])
-    bools = st.deferred(lambda: out[bool])
-    times = st.deferred(lambda: out[datetime])
+KINDS = (int, float, str, bool, datetime)
+
+
+def _nodes(
+    operands: Mapping[type, st.SearchStrategy[Gen]],
+) -> dict[type, list[st.SearchStrategy[Gen]]]:
+    """Per output type, one strategy for each kind of node, its operands drawn from `operands`."""
+    nodes: dict[type, list[st.SearchStrategy[Gen]]] = {}
+    ints, floats, strs, bools, times = (operands[kind] for kind in KINDS)
     numbers = st.one_of(ints, floats)
 
     def arith(kind: type, op: str, operands: st.SearchStrategy[Gen]) -> st.SearchStrategy[Gen]:
@@ -443,8 +505,7 @@ def _expressions() -> dict[type, st.SearchStrategy[Gen]]:
         return st.builds(_binary(function, _arith(op, kind)), operands, operands)
 
     int_ops = [arith(int, op, ints) for op in ("+", "-", "*", "//", "%")]
-    out[int] = st.one_of(
-        _leaf(int),
+    nodes[int] = [
         *int_ops,
         st.builds(_unary(lambda e: -e, lambda v: _int(-v)), ints),
         st.builds(_unary(lambda e: e.length(), len), strs),
@@ -455,23 +516,21 @@ def _expressions() -> dict[type, st.SearchStrategy[Gen]]:
         st.builds(_unary(lambda e: e.cast(int), _float_to_int), floats),
         st.builds(_when, bools, ints, ints),
         st.builds(_coalesce, ints, ints),
-    )
+    ]
     float_ops = [arith(float, op, floats) for op in ("+", "-", "*", "//", "%")]
-    out[float] = st.one_of(
-        _leaf(float),
+    nodes[float] = [
         *float_ops,
         arith(float, "/", numbers),
         st.builds(_unary(lambda e: e.cast(float), float), ints),
         st.builds(_unary(lambda e: e.cast(float), _str_to_float), strs),
         st.builds(_when, bools, floats, floats),
-    )
+    ]
     compare = [
         st.builds(_binary(lambda a, b, op=op: _COMPARE_EXPR[op](a, b), _cmp(op)), kinds, kinds)
         for op in ("==", "!=", "<", "<=", ">", ">=")
         for kinds in (numbers, strs, times)
     ]
-    out[bool] = st.one_of(
-        _leaf(bool),
+    nodes[bool] = [
         *compare,
         st.builds(_binary(lambda a, b: a & b, _and), bools, bools),
         st.builds(_binary(lambda a, b: a | b, _or), bools, bools),
@@ -507,9 +566,8 @@ def _expressions() -> dict[type, st.SearchStrategy[Gen]]:
         ),
         st.builds(_unary(lambda e: e.cast(bool), _str_to_bool), strs),
         st.builds(_unary(lambda e: e.cast(bool), lambda v: v != 0), ints),
-    )
-    out[str] = st.one_of(
-        _leaf(str),
+    ]
+    nodes[str] = [
         st.builds(_unary(lambda e: e.upper(), str.upper), strs),
         st.builds(_unary(lambda e: e.lower(), str.lower), strs),
         st.builds(
@@ -530,9 +588,8 @@ def _expressions() -> dict[type, st.SearchStrategy[Gen]]:
         st.builds(_unary(lambda e: e.cast(str), lambda v: "true" if v else "false"), bools),
         st.builds(_unary(lambda e: e.cast(str), _time_text), times),
         st.builds(_coalesce, strs, strs),
-    )
-    out[datetime] = st.one_of(
-        _leaf(datetime),
+    ]
+    nodes[datetime] = [
         st.builds(_unary(lambda e: e + "90 minutes", lambda v: v + timedelta(minutes=90)), times),
         st.builds(
             _unary(
@@ -541,7 +598,16 @@ def _expressions() -> dict[type, st.SearchStrategy[Gen]]:
             ),
             times,
         ),
-    )
+    ]
+    return nodes
+
+
+def _expressions() -> dict[type, st.SearchStrategy[Gen]]:
+    """Random expressions of each type: a leaf or a node over random expressions."""
+    out: dict[type, st.SearchStrategy[Gen]] = {}
+    deferred = {kind: st.deferred(lambda kind=kind: out[kind]) for kind in KINDS}
+    for kind, nodes in _nodes(deferred).items():
+        out[kind] = st.one_of(_leaf(kind), *nodes)
     return out
 
 
@@ -561,6 +627,10 @@ _COMPARE_EXPR: dict[str, Callable[[Any, Any], Any]] = {
     ">=": lambda a, b: a >= b,
 }
 EXPRESSIONS = _expressions()
+EVERY_NODE = st.tuples(
+    *(node for nodes in _nodes({kind: _leaf(kind) for kind in KINDS}).values() for node in nodes)
+)
+"""One expression of every kind of node, each over columns and literals."""
 ANY_EXPRESSION = st.one_of(*EXPRESSIONS.values())
 
 
@@ -572,8 +642,19 @@ def reference(ref: Ref, rows: list[dict[str, Any]]) -> list[Any] | None:
         return None
 
 
+def _same_value(x: Any, y: Any) -> bool:
+    """Equal, NaN equal to NaN, a float zero's sign included (`-0.0 // 1` is `-0.0`)."""
+    if x != x and y != y:
+        return True
+    if x != y:
+        return False
+    if isinstance(x, float) or isinstance(y, float):
+        return x != 0 or math.copysign(1, x) == math.copysign(1, y)
+    return True
+
+
 def _same(a: list[Any], b: list[Any]) -> bool:
-    return all(x == y or (x != x and y != y) for x, y in zip(a, b, strict=True))
+    return all(_same_value(x, y) for x, y in zip(a, b, strict=True))
 
 
 @given(rows=ROWS, generated=st.lists(ANY_EXPRESSION, min_size=1, max_size=6))
@@ -592,28 +673,33 @@ def test_random_expressions_equal_the_reference(
 
 @pytest.mark.spark
 @settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
-@given(rows=ROWS, generated=st.lists(ANY_EXPRESSION, min_size=12, max_size=20))
+@given(rows=ROWS, every=EVERY_NODE, generated=st.lists(ANY_EXPRESSION, min_size=4, max_size=10))
 def test_random_expressions_agree_on_spark(
-    spark_runner: Any, rows: list[dict[str, Any]], generated: list[Gen]
+    spark_runner: Any, rows: list[dict[str, Any]], every: tuple[Gen, ...], generated: list[Gen]
 ) -> None:
-    """Many expressions in one Spark select: the values the reference has (errors excluded)."""
-    exprs, expected = {}, {}
-    for index, (expr, ref) in enumerate(generated):
+    """One expression of every kind of node and a few more over `None`-heavy rows, in one Spark
+    select: the reference's values, on Spark as on the direct runner; the first expression the
+    reference has no value for is a `DataError` on both runners."""
+    exprs, expected, failing = {}, {}, []
+    for index, (expr, ref) in enumerate([*every, *generated]):
         want = reference(ref, rows)
-        if want is not None:
+        if want is None:
+            failing.append(expr)
+        else:
             exprs[f"x{index}"], expected[f"x{index}"] = expr, want
-    if not exprs:
-        return
-    rows = [{**row, "k": k} for k, row in enumerate(rows)]
-    got = sorted(
-        values(rows, spark_runner, {**COLUMNS, "k": int}, k="k", **exprs), key=lambda row: row["k"]
-    )
-    direct = values(rows, "direct", {**COLUMNS, "k": int}, k="k", **exprs)
+    keyed = [{**row, "k": k} for k, row in enumerate(rows)]
+    schema = {**COLUMNS, "k": int}
+    got = sorted(values(keyed, spark_runner, schema, k="k", **exprs), key=lambda row: row["k"])
+    direct = values(keyed, "direct", schema, k="k", **exprs)
     assert len(got) == len(rows)
     for name, want in expected.items():
         spark_values = [row[name] for row in got]
         assert _same(spark_values, want), f"{exprs[name]}: spark {spark_values}, want {want}"
         assert _same([row[name] for row in direct], want), str(exprs[name])
+    if failing:
+        for runner in ("direct", spark_runner):
+            with pytest.raises(sb.DataError):
+                values(rows, runner, COLUMNS, x=failing[0])
 
 
 # --- on the Spark runner ----------------------------------------------------------------
@@ -643,12 +729,14 @@ def test_an_expression_only_pipeline_runs_no_python_on_spark(spark_runner: Any) 
         (sb.col("a") // sb.col("z"), "(col('a') // col('z'))"),
         (sb.col("big") + 1, "(col('big') + 1)"),
         (sb.lit("1.5").cast(int) + sb.col("a"), "'1.5'.cast(int)"),
+        (sb.col("small").truncate(3), "col('small').truncate(3)"),
+        (sb.col("late") + "1 day", "(col('late') + '1 day')"),
     ],
 )
 def test_spark_errors_name_the_transform_the_expression_and_the_row(
     spark_runner: Any, expr: sb.Expr, failing: str
 ) -> None:
-    row = {"a": -7, "z": 0, "big": 2**63 - 1}
+    row = {"a": -7, "z": 0, "big": 2**63 - 1, "small": -(2**63), "late": datetime(9999, 12, 31)}
     with sb.Pipeline(runner=spark_runner) as p:
         out = (p | sb.Create([row])) | "compute" >> sb.Select(x=expr)
     with pytest.raises(sb.DataError) as info:

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from datetime import datetime
 from typing import Any
 
 from sparkbeam.graph import EdgeInfo, Node
 from sparkbeam.messages import Watermark
 from sparkbeam.runners.direct.operator import Chunk, Message, Operator, Owner
-from sparkbeam.runners.direct.windows import require_calendar, require_times
+from sparkbeam.runners.direct.windows import require_bounds, require_times
 from sparkbeam.schema import one_nan_in
-from sparkbeam.time import MAX_MICROS
-from sparkbeam.transforms.windows import WINDOW_END, WINDOW_START, Session
+from sparkbeam.transforms.windows import WINDOW_END, WINDOW_START, Session, bounds_of
 
 
 class OpenSession:
@@ -43,7 +41,8 @@ class SessionOperator(Operator):
         self.names = list(inputs[0].schema.names)
         self.time_position = self.names.index(transform.column)
         self.key_positions = [self.names.index(key) for key in transform.keys]
-        self.datetimes = inputs[0].schema.type_of(transform.column) is datetime
+        self.kind = inputs[0].schema.type_of(transform.column)
+        self.latest_time = bounds_of(self.kind)[1] - self.gap
         self.float_keys = [key for key in transform.keys if inputs[0].schema.type_of(key) is float]
         self.sessions: dict[Hashable, list[OpenSession]] = {}
         self.held = 0
@@ -51,9 +50,9 @@ class SessionOperator(Operator):
     def on_chunk(self, port: int, chunk: Chunk) -> list[Message]:
         times = require_times(self, chunk, self.transform.column)
         gap, position, keys = self.gap, self.time_position, self.key_positions
-        if self.datetimes and times and max(times) > MAX_MICROS - gap:
-            # a session ends at its last row's time plus the gap (SPEC section 3's calendar)
-            require_calendar(self, chunk, [t + gap for t in times], 0, range(chunk.size))
+        if times and max(times) > self.latest_time:
+            # a session ends at its last row's time plus the gap
+            require_bounds(self, chunk, [t + gap for t in times], 0, range(chunk.size), self.kind)
         columns = one_nan_in(chunk.columns, self.float_keys)
         for row in zip(*(columns[name] for name in self.names), strict=True):
             t = row[position]

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 
 from sparkbeam.errors import DataError
 from sparkbeam.graph import EdgeInfo, Node
 from sparkbeam.runners.direct.operator import Chunk, Message, Operator
 from sparkbeam.schema import columns_to_rows
-from sparkbeam.time import MAX_MICROS, MIN_MICROS, earliest_hop_start
-from sparkbeam.transforms.windows import OUTSIDE_CALENDAR, WINDOW_END, WINDOW_START, Hop, Tumble
+from sparkbeam.time import earliest_hop_start
+from sparkbeam.transforms.windows import WINDOW_END, WINDOW_START, Hop, Tumble, bounds_of
 
 
 def require_times(operator: Operator, chunk: Chunk, column: str) -> list[int]:
@@ -27,19 +26,23 @@ def require_times(operator: Operator, chunk: Chunk, column: str) -> list[int]:
     return times
 
 
-def require_calendar(
-    operator: Operator, chunk: Chunk, starts: Sequence[int], size: int, indices: Sequence[int]
+def require_bounds(
+    operator: Operator,
+    chunk: Chunk,
+    starts: Sequence[int],
+    size: int,
+    indices: Sequence[int],
+    kind: type,
 ) -> None:
     """A `DataError` naming the row whose window (`starts[i]`, of row `indices[i]`) has a
-    bound outside years 1 to 9999; only datetime columns have that range."""
-    low, high = min(starts), max(starts) + size
-    if low >= MIN_MICROS and high <= MAX_MICROS:
+    bound its time column, of type `kind`, cannot hold (`bounds_of`: years 1 to 9999 for
+    datetimes, 64 bits for integers)."""
+    low, high, words = bounds_of(kind)
+    if min(starts) >= low and max(starts) + size <= high:
         return
-    i = next(
-        i for i, start in enumerate(starts) if start < MIN_MICROS or start + size > MAX_MICROS
-    )
+    i = next(i for i, start in enumerate(starts) if start < low or start + size > high)
     row = columns_to_rows(chunk.take([indices[i]]).columns, operator.inputs[0].schema)[0]
-    raise DataError(f"{operator.label}: {OUTSIDE_CALENDAR}. The row: {row!r}", row)
+    raise DataError(f"{operator.label}: {words}. The row: {row!r}", row)
 
 
 class TumbleOperator(Operator):
@@ -48,7 +51,7 @@ class TumbleOperator(Operator):
         assert isinstance(node.transform, Tumble)
         self.transform = node.transform
         self.spec = node.transform.spec(inputs[0].schema)
-        self.datetimes = inputs[0].schema.type_of(node.transform.column) is datetime
+        self.kind = inputs[0].schema.type_of(node.transform.column)
 
     def on_chunk(self, port: int, chunk: Chunk) -> list[Message]:
         times = require_times(self, chunk, self.transform.column)
@@ -57,8 +60,8 @@ class TumbleOperator(Operator):
             starts = [t - (t - offset) % size for t in times]
         else:
             starts = [t - t % size for t in times]
-        if self.datetimes and starts:
-            require_calendar(self, chunk, starts, size, range(chunk.size))
+        if starts:
+            require_bounds(self, chunk, starts, size, range(chunk.size), self.kind)
         columns = dict(chunk.columns)
         columns[WINDOW_START] = starts
         columns[WINDOW_END] = [s + size for s in starts]
@@ -71,7 +74,7 @@ class HopOperator(Operator):
         assert isinstance(node.transform, Hop)
         self.transform = node.transform
         self.spec = node.transform.spec(inputs[0].schema)
-        self.datetimes = inputs[0].schema.type_of(node.transform.column) is datetime
+        self.kind = inputs[0].schema.type_of(node.transform.column)
 
     def on_chunk(self, port: int, chunk: Chunk) -> list[Message]:
         times = require_times(self, chunk, self.transform.column)
@@ -86,8 +89,7 @@ class HopOperator(Operator):
                 start += slide
         if not indices:
             return []
-        if self.datetimes:
-            require_calendar(self, chunk, starts, size, indices)
+        require_bounds(self, chunk, starts, size, indices, self.kind)
         out = chunk.take(indices)
         out.columns[WINDOW_START] = starts
         out.columns[WINDOW_END] = [s + size for s in starts]

@@ -199,11 +199,16 @@ def _integer_sums(nodes: Sequence[Node]) -> list[str]:
 def _overflow(nodes: Sequence[Node]) -> DataError:
     """Spark's own advice (turn ANSI off) would make sums wrap silently: not repeated."""
     sums = _integer_sums(nodes)
-    where = " or ".join(sums) if sums else "an integer computation"
+    if not sums:
+        return DataError(
+            f"an integer computation left the 64-bit integers ({INT64_MIN} to {INT64_MAX}) "
+            "both runners hold; compute with floats (convert the values in a Map) for numbers "
+            "that large (Spark: ARITHMETIC_OVERFLOW)"
+        )
     return DataError(
-        f"{where}: a sum left the 64-bit integers ({INT64_MIN} to {INT64_MAX}) both runners "
-        "hold; sum a float column (convert the values in a Map) for totals that large "
-        "(Spark: ARITHMETIC_OVERFLOW)"
+        f"{' or '.join(sums)}: a sum left the 64-bit integers ({INT64_MIN} to {INT64_MAX}) "
+        "both runners hold; sum a float column (convert the values in a Map) for totals that "
+        "large (Spark: ARITHMETIC_OVERFLOW)"
     )
 
 

@@ -19,9 +19,9 @@ from pyspark.sql import functions as F
 
 from sparkbeam.runners.spark.python_functions import fail_when
 from sparkbeam.schema import INT64_MAX, INT64_MIN, Schema
-from sparkbeam.time import to_micros
+from sparkbeam.time import MAX_MICROS, MIN_MICROS, to_micros
 from sparkbeam.transforms import expressions as ex
-from sparkbeam.transforms.expressions import COMPARISONS, BoundExpr
+from sparkbeam.transforms.expressions import COMPARISONS, OUTSIDE_DATETIMES, BoundExpr
 
 SPARK_TYPES = {
     int: "long",
@@ -96,6 +96,13 @@ def _lit(c: Compiler, bound: BoundExpr) -> Column:
     return F.lit(value)
 
 
+def _in_calendar(c: Compiler, bound: BoundExpr, micros: Column) -> Column:
+    """The timestamp of `micros`, failing where it is before year 1 or after 9999."""
+    outside = (micros < _long(MIN_MICROS)) | (micros > _long(MAX_MICROS))
+    message = f"{bound.expr} {OUTSIDE_DATETIMES}"
+    return c.fail_when(outside, message, F.timestamp_micros(micros))
+
+
 def _zero_check(c: Compiler, bound: BoundExpr, a: Column, b: Column, value: Column) -> Column:
     what = "division" if bound.expr.op in ("/", "//") else "modulo"
     message = (
@@ -105,10 +112,15 @@ def _zero_check(c: Compiler, bound: BoundExpr, a: Column, b: Column, value: Colu
     return c.fail_when(a.isNotNull() & (b == 0), message, value)
 
 
-def _python_mod(a: Column, b: Column) -> Column:
-    """Python's `%` (the sign of the divisor) from Spark's (the sign of the dividend)."""
+def _python_mod(a: Column, b: Column, kind: type) -> Column:
+    """Python's `%` (the sign of the divisor) from Spark's (the sign of the dividend); a float
+    remainder of zero is a zero of the divisor's sign, as CPython's (`-4.0 % 2.0` is `0.0`).
+    Every `when` here tests the remainder, so a `None` operand stays `None`."""
     m = a % b
-    return F.when((m != 0) & ((m < 0) != (b < 0)), m + b).otherwise(m)
+    python = F.when((m != 0) & ((m < 0) != (b < 0)), m + b)
+    if kind is float:
+        python = python.when(m == 0, F.when(b < 0, F.lit(-0.0)).otherwise(F.lit(0.0)))
+    return python.otherwise(m)
 
 
 def _floor_double(x: Column) -> Column:
@@ -117,13 +129,15 @@ def _floor_double(x: Column) -> Column:
 
 
 def _python_float_floordiv(a: Column, b: Column) -> Column:
-    """CPython's float `//`: `(a - fmod(a, b)) / b`, adjusted to the floor and rounded."""
+    """CPython's float `//`: `(a - fmod(a, b)) / b`, adjusted to the floor and rounded; a zero
+    quotient has the sign of `a / b` (`0.0 // -5.0` is `-0.0`). `None` when an operand is:
+    the last branch is computed from the operands, never a constant."""
     m = a % b
     div = (a - m) / b
     div = F.when((m != 0) & ((b < 0) != (m < 0)), div - 1.0).otherwise(div)
     floor = _floor_double(div)
     rounded = F.when(div - floor > 0.5, floor + 1.0).otherwise(floor)
-    return F.when(div != 0, rounded).otherwise(F.lit(0.0))
+    return F.when(div != 0, rounded).otherwise(a / b * 0.0)
 
 
 @compiles(ex.Arith)
@@ -133,7 +147,7 @@ def _arith(c: Compiler, bound: BoundExpr) -> Column:
         base = c.column(bound.args[0])
         delta = _long(bound.detail)
         if bound.output_type is _dt.datetime:
-            return F.timestamp_micros(F.unix_micros(base) + delta)
+            return _in_calendar(c, bound, F.unix_micros(base) + delta)
         return c.overflow(bound, F.try_add(base, delta), base)
     kind = bound.detail
     a, b = (c.column(arg).cast(SPARK_TYPES[kind]) for arg in bound.args)
@@ -150,7 +164,7 @@ def _arith(c: Compiler, bound: BoundExpr) -> Column:
     if op == "/":
         return _zero_check(c, bound, a, b, a.cast("double") / b.cast("double"))
     if op == "%":
-        return _zero_check(c, bound, a, b, _python_mod(a, b))
+        return _zero_check(c, bound, a, b, _python_mod(a, b, kind))
     if kind is float:
         return _zero_check(c, bound, a, b, _python_float_floordiv(a, b))
     quotient = F.call_function("div", a, b)
@@ -243,8 +257,8 @@ def _truncate(c: Compiler, bound: BoundExpr) -> Column:
     unit = _long(bound.detail)
     if bound.output_type is _dt.datetime:
         micros = F.unix_micros(base)
-        return F.timestamp_micros(micros - F.pmod(micros, unit))
-    return base - F.pmod(base, unit)
+        return _in_calendar(c, bound, micros - F.pmod(micros, unit))
+    return c.overflow(bound, F.try_subtract(base, F.pmod(base, unit)), base)
 
 
 @compiles(ex.TimePart)

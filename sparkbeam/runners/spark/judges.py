@@ -124,6 +124,15 @@ INT_TIME_OUTSIDE = (
 )
 """What a `DataError` says of an integer event time outside `INT_TIME_RANGE`."""
 
+INT_WINDOW_OUTSIDE = (
+    f"the row's window ends after {INT_TIME_RANGE[1]}, the latest integer time the Spark "
+    "runner holds on a stream (its end of input lies beyond it, to close every window; the "
+    "direct runner holds any 64-bit integer); filter such rows out, or make the size, slide, "
+    "offset or gap smaller"
+)
+"""What a `DataError` says of a window on an integer column of a stream that ends after
+`INT_TIME_RANGE` (`StreamingTranslation.window_bounds`)."""
+
 
 CALENDAR_SPAN_MICROS = MAX_MICROS - MIN_MICROS
 

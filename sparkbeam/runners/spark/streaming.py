@@ -32,6 +32,7 @@ from sparkbeam.runners.spark.epochs import (
 from sparkbeam.runners.spark.judges import (
     INT_TIME_OUTSIDE,
     INT_TIME_RANGE,
+    INT_WINDOW_OUTSIDE,
     JUDGE,
     MAX_DELAY_MS,
     Judge,
@@ -69,11 +70,11 @@ from sparkbeam.runners.spark.translate import (
     Translation,
     _aggregate,
     join_output,
-    session_in_calendar,
+    session_in_range,
     translating,
     units,
 )
-from sparkbeam.schema import Schema
+from sparkbeam.schema import INT64_MIN, Schema
 from sparkbeam.transforms.combine import AggregateFn, CombinePerKey
 from sparkbeam.transforms.connectors import ForEachBatch, ReadFromSpark
 from sparkbeam.transforms.elementwise import Filter, Map, Select
@@ -245,6 +246,14 @@ class StreamingTranslation(Translation):
         """What each node's translator made (`Made`)."""
         self.epochs = epochs or SourceEpochs(self.paths)
         """The replayed sources' epochs, shared with the other queries of the run."""
+
+    def window_bounds(self, kind: type) -> tuple[int, int, str]:
+        """On an integer column, a window or session ends at most at the latest event time the
+        runner holds on a stream (`INT_TIME_RANGE`): one ending later closes in Spark after
+        the end of input, if ever, and its rows would be lost."""
+        if kind is _dt.datetime:
+            return super().window_bounds(kind)
+        return INT64_MIN, INT_TIME_RANGE[1], INT_WINDOW_OUTSIDE
 
     def prefetch(self) -> None:
         """Start reading and checking the replayed sources' epochs in the background, while
@@ -568,8 +577,9 @@ def session_then_combine(run: StreamingTranslation, session: Node, node: Node) -
     schema = run.nodes[session.inputs[0]].info.schema
     judge = run.exact_judge(session, windows.column)
     gap = windows.gap_units(schema, session.label)
-    checked = session_in_calendar(
-        run.frames[session.inputs[0]], windows.column, gap, session.label, schema
+    bounds = run.window_bounds(schema.type_of(windows.column))
+    checked = session_in_range(
+        run.frames[session.inputs[0]], windows.column, gap, bounds, session.label, schema
     )
     frame = stateful(checked, [judge(F.col(windows.column))])
     return session_groups(
@@ -714,7 +724,8 @@ def session(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -
     schema = run.nodes[node.inputs[0]].info.schema
     judge = run.exact_judge(node, transform.column)
     gap = transform.gap_units(schema, node.label)
-    checked = session_in_calendar(inputs[0], transform.column, gap, node.label, schema)
+    bounds = run.window_bounds(schema.type_of(transform.column))
+    checked = session_in_range(inputs[0], transform.column, gap, bounds, node.label, schema)
     frame = stateful(checked, [judge(F.col(transform.column))])
     return session_stream(frame, schema, transform.column, gap, transform.keys, judge, node.label)
 

@@ -52,7 +52,6 @@ from sparkbeam.runners.spark.python_functions import (
     map_batches,
 )
 from sparkbeam.schema import Schema, rows_to_columns
-from sparkbeam.time import MAX_MICROS, MIN_MICROS
 from sparkbeam.transforms.combine import (
     AggregateFn,
     All,
@@ -80,12 +79,12 @@ from sparkbeam.transforms.sources import Create
 from sparkbeam.transforms.union import Union
 from sparkbeam.transforms.watermark import WithWatermark
 from sparkbeam.transforms.windows import (
-    OUTSIDE_CALENDAR,
     WINDOW_END,
     WINDOW_START,
     Hop,
     Session,
     Tumble,
+    bounds_of,
 )
 
 Translator = Callable[["Translation", Node, Sequence[DataFrame]], DataFrame]
@@ -111,6 +110,11 @@ class Translation:
         """For each `WithWatermark`: its input rows whose event time is `None`."""
         self.writes: list[tuple[Node, DataFrame]] = []
         """The sinks (`WriteFiles`, `ForEachBatch`), written when the pipeline runs."""
+
+    def window_bounds(self, kind: type) -> tuple[int, int, str]:
+        """The least and greatest window bound a time column of type `kind` holds here, and
+        the words of the `DataError` for a window beyond them (`bounds_of`)."""
+        return bounds_of(kind)
 
     def run(self) -> None:
         for node in self.nodes:
@@ -230,28 +234,43 @@ def _require_time(frame: DataFrame, column: str, label: str, schema: Schema) -> 
     return frame.withColumn(column, checked)
 
 
-def _in_calendar(start: Column, size: Column, kind: type, label: str, schema: Schema) -> Column:
-    """`start`, failing the job with a `DataError` naming the row when the window from it
-    has a bound outside years 1 to 9999 (datetime columns only; as the direct runner)."""
-    if kind is not _dt.datetime:
-        return start
-    outside = (start < F.lit(MIN_MICROS)) | (start > F.lit(MAX_MICROS) - size)
-    return fail_when(outside, start, label, schema, OUTSIDE_CALENDAR)
+def _window_in_range(
+    start: Column,
+    last: Column,
+    size: Column,
+    bounds: tuple[int, int, str],
+    label: str,
+    schema: Schema,
+    windows: Column | None = None,
+) -> Column:
+    """`start`, failing the job with a `DataError` naming the row when one of its windows,
+    starting from `start` to `last` (null: their computation left 64 bits), has a bound
+    outside `bounds` (`Translation.window_bounds`: years 1 to 9999 for datetimes, 64 bits
+    for integers, as the direct runner). `windows`: whether the row has any (a `Hop` whose
+    slide exceeds its size leaves gaps)."""
+    low, high, words = bounds
+    end = F.try_add(last, size)
+    outside = start.isNull() | end.isNull() | (start < _long(low)) | (end > _long(high))
+    if windows is not None:
+        outside = windows & outside
+    return fail_when(outside, start, label, schema, words)
 
 
-def session_in_calendar(
-    frame: DataFrame, column: str, gap: int, label: str, schema: Schema
+def session_in_range(
+    frame: DataFrame,
+    column: str,
+    gap: int,
+    bounds: tuple[int, int, str],
+    label: str,
+    schema: Schema,
 ) -> DataFrame:
     """`frame`, failing the job with a `DataError` naming the row when a session ending at
-    its time plus `gap` would end after year 9999 (a session's end is its last row's time plus
-    the gap; its start is a row's time; datetime columns only; as the direct runner)."""
-    if schema.type_of(column) is not _dt.datetime:
-        return frame
-    t = F.unix_micros(F.col(column))
-    outside = t > F.lit(MAX_MICROS) - _long(gap)
-    return frame.withColumn(
-        column, fail_when(outside, F.col(column), label, schema, OUTSIDE_CALENDAR)
-    )
+    its time plus `gap` would end beyond `bounds` (`Translation.window_bounds`; a session's
+    end is its last row's time plus the gap, its start a row's time; as the direct runner)."""
+    kind = schema.type_of(column)
+    _, high, words = bounds
+    outside = units(F.col(column), kind) > _long(high - gap)
+    return frame.withColumn(column, fail_when(outside, F.col(column), label, schema, words))
 
 
 @translates(WriteFiles)
@@ -379,8 +398,10 @@ def tumble(translation: Translation, node: Node, inputs: Sequence[DataFrame]) ->
     kind = schema.type_of(transform.column)
     spec = transform.spec(schema, node.label)
     t = units(F.col(transform.column), kind)
-    start = t - F.pmod(t - _long(spec.offset), _long(spec.size))
-    start = _in_calendar(start, _long(spec.size), kind, node.label, schema)
+    size = _long(spec.size)
+    start = F.try_subtract(t, _below_window_start(t, spec.offset, size))
+    bounds = translation.window_bounds(kind)
+    start = _window_in_range(start, start, size, bounds, node.label, schema)
     frame = inputs[0]
     if not _timed(translation, node, transform.column):
         frame = _require_time(frame, transform.column, node.label, schema)
@@ -390,8 +411,15 @@ def tumble(translation: Translation, node: Node, inputs: Sequence[DataFrame]) ->
     return started.select(
         "*",
         from_units(bound, kind).alias(WINDOW_START),
-        from_units(bound + _long(spec.size), kind).alias(WINDOW_END),
+        from_units(bound + size, kind).alias(WINDOW_END),
     ).drop(WINDOW_START_UNITS)
+
+
+def _below_window_start(t: Column, offset: int, slide: Column) -> Column:
+    """How far `t` lies past the latest window start at or before it (`offset + k * slide`,
+    `0 <= offset < slide`): `pmod(t - offset, slide)`, without computing `t - offset`, which
+    can leave 64 bits."""
+    return F.pmod(F.pmod(t, slide) - _long(offset), slide)
 
 
 @translates(Hop)
@@ -401,11 +429,16 @@ def hop(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> Da
     schema = _input_schema(translation, node)
     kind = schema.type_of(transform.column)
     spec = transform.spec(schema, node.label)
-    size, slide, offset = _long(spec.size), _long(spec.slide), _long(spec.offset)
+    size, slide = _long(spec.size), _long(spec.slide)
     t = units(F.col(transform.column), kind)
-    first = t - size - F.pmod(t - size - offset, slide) + slide
-    last = t - F.pmod(t - offset, slide)
-    starts = F.when(first <= last, F.sequence(first, last, slide)).otherwise(
+    below = _below_window_start(t, spec.offset, slide)
+    last = F.try_subtract(t, below)
+    # the windows holding t start at last, last - slide, ..., down to the first after t - size
+    reach = size - _long(1) - below
+    first = F.try_subtract(last, F.call_function("div", reach, slide) * slide)
+    bounds = translation.window_bounds(kind)
+    first = _window_in_range(first, last, size, bounds, node.label, schema, reach >= 0)
+    starts = F.when(reach >= 0, F.sequence(first, last, slide)).otherwise(
         F.array().cast("array<bigint>")
     )
     start = F.explode(starts).alias("__sparkbeam_start")
@@ -413,7 +446,7 @@ def hop(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> Da
     if not _timed(translation, node, transform.column):
         frame = _require_time(frame, transform.column, node.label, schema)
     exploded = frame.select("*", start)
-    begin = _in_calendar(F.col("__sparkbeam_start"), size, kind, node.label, schema)
+    begin = F.col("__sparkbeam_start")
     return exploded.select(
         *[F.col(name) for name in schema.names],
         from_units(begin, kind).alias(WINDOW_START),
@@ -499,11 +532,14 @@ def session(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -
     t = units(F.col(transform.column), kind)
     keys = list(transform.keys)
     ordered = Window.partitionBy(*keys).orderBy(t)
-    starts = F.when(
-        F.lag(t).over(ordered).isNull() | (t - F.lag(t).over(ordered) > gap), 1
-    ).otherwise(0)
+    # a first row (no lag), or a difference beyond 64 bits, starts a session too
+    starts = F.when(F.coalesce(F.try_subtract(t, F.lag(t).over(ordered)) > gap, F.lit(True)), 1)
+    starts = starts.otherwise(0)
     frame = _require_time(inputs[0], transform.column, node.label, schema)
-    numbered = session_in_calendar(frame, transform.column, gap_units, node.label, schema).select(
+    bounds = translation.window_bounds(kind)
+    numbered = session_in_range(
+        frame, transform.column, gap_units, bounds, node.label, schema
+    ).select(
         "*",
         F.sum(starts)
         .over(ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow))
