@@ -589,6 +589,34 @@ def test_parquet_written_by_pandas_reads_as_on_the_direct_runner(
     assert row_multiset(rows) == row_multiset(expected)
 
 
+def test_parquet_files_of_two_time_units_in_one_directory(
+    spark_runner: Any, tmp_path: Path
+) -> None:
+    """Spark reads a column in one unit per read: a batch read reads the nanosecond files and
+    the others apart (the direct runner's rows); a live source, one directory read as files
+    come, refuses them, naming both files."""
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    source = tmp_path / "in"
+    source.mkdir()
+    nanos = pd.to_datetime(["2026-04-01 10:00:00.000005"])
+    pd.DataFrame({"k": ["a"], "t": nanos}).to_parquet(source / "a.parquet")
+    micros = pa.array([datetime(2026, 4, 1, 11, 0, 0, 7)], pa.timestamp("us", tz="UTC"))
+    pq.write_table(pa.table({"k": ["b"], "t": micros}), source / "b.parquet")
+    expected = read_on_direct(source)
+    assert len(expected) == 2
+    assert row_multiset(read_on_spark(spark_runner, source, tmp_path / "out", "batch")) == (
+        row_multiset(expected)
+    )
+    with pytest.raises(sb.DataError) as info:
+        read_on_spark(spark_runner, source, tmp_path / "out", "live")
+    message = str(info.value)
+    assert message.startswith("Orders: column 't' holds nanosecond timestamps in "), message
+    assert "a.parquet" in message and "b.parquet" in message
+
+
 @pytest.mark.parametrize("mode", PANDAS_MODES)
 def test_a_nanosecond_time_finer_than_a_microsecond_is_the_direct_runners_data_error(
     spark_runner: Any, tmp_path: Path, mode: str
