@@ -19,10 +19,11 @@ from datetime import datetime
 from typing import Any
 
 DIRECT_ROWS: dict[str, list[list[dict[str, Any]]]] = {
-    # pyarrow's nanoseconds, read by the direct runner as the microseconds they hold
-    "parquet files of nanosecond timestamps or unsigned 64-bit integers": [
+    # pyarrow's nanoseconds, read as the microseconds they hold
+    "parquet files of nanosecond timestamps (pandas' `to_parquet` default)": [
         [{"k": "a", "t": datetime(2026, 4, 1, 10, 0, 0, 5)}]
     ],
+    "parquet files of unsigned 64-bit integers": [[{"k": "a", "v": 7}]],
     (
         "`Map`, `Filter`, `Select`, `Tumble`, `Hop`, `CombinePerKey` (built-in "
         "aggregates and a `CombineFn`)"

@@ -339,6 +339,15 @@ def parquet_nanoseconds(p: sb.Pipeline, mode: Mode) -> list[sb.PCollection]:
     return [p | sb.ReadFiles(path, streaming=mode.kind != "bounded")]
 
 
+def parquet_unsigned(p: sb.Pipeline, mode: Mode) -> list[sb.PCollection]:
+    """A parquet file of unsigned 64-bit integers."""
+    path = os.path.join(mode.directory, "unsigned")
+    os.makedirs(path, exist_ok=True)
+    table = pa.table({"k": ["a"], "v": pa.array([7], pa.uint64())})
+    pq.write_table(table, os.path.join(path, "part-000.parquet"))
+    return [p | sb.ReadFiles(path, streaming=mode.kind != "bounded")]
+
+
 def connector(p: sb.Pipeline, mode: Mode) -> list[sb.PCollection]:
     return [mode.connector(p, "json", A).union(mode.source(p, "a", B))]
 
@@ -530,9 +539,14 @@ FEATURES: tuple[Feature, ...] = (
         ),
     ),
     Feature(
-        "parquet files of nanosecond timestamps or unsigned 64-bit integers",
+        "parquet files of nanosecond timestamps (pandas' `to_parquet` default)",
         parquet_nanoseconds,
-        _outcomes(batch=Refused(S.PARQUET_TYPE), live=Refused(S.PARQUET_TYPE)),
+        _outcomes(),
+    ),
+    Feature(
+        "parquet files of unsigned 64-bit integers",
+        parquet_unsigned,
+        _outcomes(batch=Refused(S.PARQUET_UINT64), live=Refused(S.PARQUET_UINT64)),
     ),
     Feature(
         "`ReadFromSpark` (Spark's connectors: bounded in a batch job, else live)",

@@ -139,12 +139,17 @@ def _require_microseconds(batch: Any, schema: Schema, path: str, label: str) -> 
             if nanos is not None and nanos % 1000:
                 micros = from_micros(nanos // 1000).strftime("%Y-%m-%d %H:%M:%S.%f")
                 shown = f"{micros}{nanos % 1000:03d}"
-                raise DataError(
-                    f"{label}: column {name!r} of {path!r} holds a time finer than a "
-                    f"microsecond ({shown}); times are kept in microseconds: write the file with "
-                    "microsecond timestamps (pyarrow's coerce_timestamps='us', "
-                    "allow_truncated_timestamps=True), or round them first"
-                )
+                raise DataError(finer_than_a_microsecond(label, name, repr(path), shown))
+
+
+def finer_than_a_microsecond(label: str, column: str, file: str, time: str) -> str:
+    """What a `DataError` says of a nanosecond timestamp `time` (shown to the nanosecond) in
+    `column` of `file` (quoted) that is not a whole microsecond, on both runners."""
+    return (
+        f"{label}: column {column!r} of {file} holds a time finer than a microsecond ({time}); "
+        "times are kept in microseconds: write the file with microsecond timestamps (pyarrow's "
+        "coerce_timestamps='us', allow_truncated_timestamps=True), or round them first"
+    )
 
 
 def read_file(

@@ -9,10 +9,14 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sparkbeam.paths import Paths
+from sparkbeam.paths import Paths, is_local, normalised
+from sparkbeam.runners.shared.files import finer_than_a_microsecond
 from sparkbeam.runners.spark import limits
+from sparkbeam.runners.spark.python_functions import DATA_ERROR_MARK
 from sparkbeam.schema import Schema, list_element, type_name
 from sparkbeam.transforms.combine import AggregateFn, CombinePerKey
 from sparkbeam.transforms.elementwise import RowFunction
@@ -73,32 +77,69 @@ def spark_schema(schema: Schema, label: str) -> T.StructType:
     return T.StructType(fields)
 
 
-def refuse_unreadable_parquet(
+def nanosecond_columns(
     files: Sequence[str], schema: Schema, label: str, paths: Paths
-) -> None:
-    """Refuse parquet files whose columns of `schema` hold a type Spark's reader fails on
-    (64-bit integers of nanosecond timestamps, unsigned 64-bit integers), naming the column and
-    the file: Spark itself fails on them deep in a task, naming neither. Judged by the columns'
-    parquet types (pyarrow shows Spark's own INT96 timestamps as nanoseconds too)."""
+) -> dict[str, frozenset[str]]:
+    """Each parquet file's columns of `schema` that hold nanosecond timestamps (64-bit
+    integers: pandas' and pyarrow's default unit), which Spark reads only as the integers
+    (`exact_microseconds` makes them times). Refuses unsigned 64-bit integers, which Spark's
+    reader fails on deep in a task naming no column, naming the column and the file. Judged by
+    the columns' parquet types (pyarrow shows Spark's own INT96 timestamps as nanoseconds too)."""
+    found: dict[str, frozenset[str]] = {}
     for file in files:
         with paths.open_input(file) as handle:
             try:
                 columns = pq.read_metadata(handle).schema
             except (pa.ArrowException, OSError):
                 continue  # the read names the file (`files.unreadable_parquet`)
+        nanos = set()
         for index in range(len(columns)):
             column = columns.column(index)
             if column.path not in schema or column.physical_type != "INT64":
                 continue
             logical = json.loads(column.logical_type.to_json())
             if logical.get("Type") == "Timestamp" and logical.get("timeUnit") == "nanoseconds":
-                kind = "timestamp[ns]"
-                written = "timestamps in microseconds (pyarrow's coerce_timestamps='us')"
+                nanos.add(column.path)
             elif logical.get("Type") == "Int" and logical.get("isSigned") is False:
-                kind = "uint64"
-                written = "signed 64-bit integers (int64)"
-            else:
-                continue
-            raise limits.PARQUET_TYPE.error(
-                label, column=column.path, file=file, kind=kind, written=written
-            )
+                raise limits.PARQUET_UINT64.error(label, column=column.path, file=file)
+        found[file] = frozenset(nanos)
+    return found
+
+
+def read_schema(schema: Schema, nanos: frozenset[str], label: str) -> T.StructType:
+    """`schema` as Spark reads parquet files: the columns in `nanos` as the integers they hold."""
+    fields = spark_schema(schema, label).fields
+    return T.StructType(
+        [T.StructField(f.name, T.LongType(), True) if f.name in nanos else f for f in fields]
+    )
+
+
+def exact_microseconds(
+    frame: DataFrame, nanos: frozenset[str], files: Sequence[str], label: str
+) -> DataFrame:
+    """`frame` (as read from parquet files) with its columns in `nanos`, nanoseconds since the
+    epoch, made times: each a whole number of microseconds, else a `DataError` naming the
+    column, the file (of `files`, spelled as given, where Spark names one of them) and the time,
+    as the direct runner's (`files.finer_than_a_microsecond`)."""
+    if not nanos:
+        return frame
+    given = {normalised(file) if is_local(file) else file: repr(file) for file in files}
+    spark_path = F.col("_metadata.file_path")
+    local = F.url_decode(F.regexp_replace(spark_path, r"^file:(//)?", ""))
+    file = F.concat(F.lit("'"), local, F.lit("'"))
+    if given:
+        lookup = F.create_map(*[F.lit(text) for pair in given.items() for text in pair])
+        file = F.coalesce(lookup[local], lookup[spark_path], file)
+    for name in sorted(nanos):
+        column = "`" + name.replace("`", "``") + "`"
+        below = F.expr(f"pmod({column}, 1000)")
+        micros = F.expr(f"({column} - pmod({column}, 1000)) div 1000")
+        time = F.concat(
+            F.date_format(F.timestamp_micros(micros), "yyyy-MM-dd HH:mm:ss.SSSSSS"),
+            F.lpad(below.cast("string"), 3, "0"),
+        )
+        head, middle, tail = finer_than_a_microsecond(label, name, "\0", "\0").split("\0")
+        message = F.concat(F.lit(DATA_ERROR_MARK + head), file, F.lit(middle), time, F.lit(tail))
+        exact = F.when(below != 0, F.raise_error(message)).otherwise(F.timestamp_micros(micros))
+        frame = frame.withColumn(name, exact)
+    return frame

@@ -32,9 +32,9 @@ from sparkbeam.transforms.combine import CombineFn, CombinePerKey, Sum
 from sparkbeam.transforms.files import ReadFiles, data_files
 
 _PIPELINE_ERROR = re.compile(
-    re.escape(PIPELINE_ERROR_MARK) + r"(.*?)(?:\s*SQLSTATE: \w+)?\s*$", re.M
+    re.escape(PIPELINE_ERROR_MARK) + r"(.*?)(?:\s*SQLSTATE: \w+)*\s*$", re.M
 )
-_DATA_ERROR = re.compile(re.escape(DATA_ERROR_MARK) + r"(.*?)(?:\s*SQLSTATE: \w+)?\s*$", re.M)
+_DATA_ERROR = re.compile(re.escape(DATA_ERROR_MARK) + r"(.*?)(?:\s*SQLSTATE: \w+)*\s*$", re.M)
 
 
 _ENGINE_LINE = re.compile(r"\[[\w.]+\]\s*(.*?)\s*(?:SQLSTATE: \w+)?\s*$")

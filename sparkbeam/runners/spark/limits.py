@@ -44,13 +44,13 @@ OBJECT_COLUMN = Refusal(
     "made: {declaration}",
 )
 
-PARQUET_TYPE = Refusal(
-    name="parquet-type",
-    refused="parquet columns of nanosecond timestamps or unsigned 64-bit integers (`ReadFiles`)",
+PARQUET_UINT64 = Refusal(
+    name="parquet-uint64",
+    refused="parquet columns of unsigned 64-bit integers (`ReadFiles`)",
     modes=(BATCH, LIVE),
-    reason="column {column!r} of {file!r} holds {kind}, which Spark's parquet reader cannot read",
-    advice="write the files with {written}, or run the pipeline where the runner reads the files "
-    "itself (the direct runner, or collected on unbounded input)",
+    reason="column {column!r} of {file!r} holds uint64, which Spark's parquet reader cannot read",
+    advice="write the files with signed 64-bit integers (int64), or run the pipeline where the "
+    "runner reads the files itself (the direct runner, or collected on unbounded input)",
 )
 
 IDLE_PROCESSING_TIME = Refusal(
@@ -75,8 +75,7 @@ BOUNDED_READ_IN_STREAM = Refusal(
 
 CHAINED_WATERMARKS = Refusal(
     name="chained-watermarks",
-    refused="a `WithWatermark` downstream of another one (chained, or meeting in a "
-    "`Union`/`Join`)",
+    refused="a `WithWatermark` downstream of another one (chained, or meeting in a `Union`/`Join`)",
     modes=(STREAMING, LIVE),
     reason="it follows another WithWatermark on its path; Spark keeps one watermark per query "
     "and refuses to redefine it ('Redefining watermark is disallowed'), so the Spark runner "
@@ -216,7 +215,7 @@ REFUSALS = (
     NO_TRANSLATION,
     EMIT_EVENT,
     OBJECT_COLUMN,
-    PARQUET_TYPE,
+    PARQUET_UINT64,
     IDLE_PROCESSING_TIME,
     BOUNDED_READ_IN_STREAM,
     CHAINED_WATERMARKS,

@@ -37,7 +37,9 @@ from sparkbeam.graph import Node
 from sparkbeam.paths import Paths
 from sparkbeam.runners.spark import limits
 from sparkbeam.runners.spark.arrow import (
-    refuse_unreadable_parquet,
+    exact_microseconds,
+    nanosecond_columns,
+    read_schema,
     require_spark_types,
     spark_schema,
 )
@@ -190,13 +192,23 @@ def read_files(translation: Translation, node: Node, inputs: Sequence[DataFrame]
     schema = node.info.schema
     paths = paths_of(translation.spark)
     files = data_files(transform.path, node.label, paths)  # PipelineError if it went away
-    if transform.format == "parquet":
-        refuse_unreadable_parquet(files, schema, node.label, paths)
-    file_schema = files_schema(transform.format, files, schema, node.label, paths)
-    reader = translation.spark.read.format(transform.format)
-    reader = reader.schema(spark_schema(file_schema, node.label))
-    frame = reader.options(**file_options(transform.format, write=False)).load(transform.path)
-    return frame.select(*schema.names)
+    options = file_options(transform.format, write=False)
+    if transform.format != "parquet":
+        file_schema = files_schema(transform.format, files, schema, node.label, paths)
+        reader = translation.spark.read.format(transform.format).options(**options)
+        frame = reader.schema(spark_schema(file_schema, node.label)).load(transform.path)
+        return frame.select(*schema.names)
+    by_file = nanosecond_columns(files, schema, node.label, paths)
+    groups: dict[frozenset[str], list[str]] = {}
+    for file in files:
+        groups.setdefault(by_file.get(file, frozenset()), []).append(file)
+    frames = []
+    for nanos, grouped in groups.items() or [(frozenset(), [])]:
+        reader = translation.spark.read.format("parquet").options(**options)
+        reader = reader.schema(read_schema(schema, nanos, node.label))
+        loaded = reader.load(transform.path) if len(groups) <= 1 else reader.load(grouped)
+        frames.append(exact_microseconds(loaded, nanos, grouped, node.label).select(*schema.names))
+    return functools.reduce(DataFrame.unionByName, frames)
 
 
 def files_schema(

@@ -513,27 +513,19 @@ def test_columns_of_type_object_are_refused(spark_runner: Any, where: str, fix: 
     assert fix in message, message
 
 
-@pytest.mark.parametrize(
-    ("kind", "written"),
-    [("timestamp[ns]", "microseconds"), ("uint64", "signed 64-bit integers")],
-)
 @pytest.mark.parametrize("live", [False, True], ids=["batch", "live"])
-def test_parquet_types_spark_cannot_read_are_refused_naming_the_column(
-    spark_runner: Any, tmp_path: Path, kind: str, written: str, live: bool
+def test_unsigned_64_bit_parquet_integers_are_refused_naming_the_column(
+    spark_runner: Any, tmp_path: Path, live: bool
 ) -> None:
-    """Spark's reader fails on these deep in a task, naming no column (uint64 as
-    `PlainValuesDictionary$PlainLongDictionary`); the runner refuses them first."""
+    """Spark's reader fails on them deep in a task, naming no column
+    (`PlainValuesDictionary$PlainLongDictionary`); the runner refuses them first."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    values = (
-        pa.array([datetime(2026, 4, 1)], pa.timestamp("ns"))
-        if kind.startswith("timestamp")
-        else pa.array([1], pa.uint64())
-    )
     source = tmp_path / "in"
     source.mkdir()
-    pq.write_table(pa.table({"k": ["a"], "odd": values}), source / "part-0.parquet")
+    table = pa.table({"k": ["a"], "odd": pa.array([1], pa.uint64())})
+    pq.write_table(table, source / "part-0.parquet")
     p = sb.Pipeline(runner=spark_runner)
     rows = p | sb.ReadFiles(str(source), streaming=live)
     _ = rows | sb.WriteFiles(str(tmp_path / "out")) if live else rows
@@ -541,7 +533,111 @@ def test_parquet_types_spark_cannot_read_are_refused_naming_the_column(
         p.run()
     message = str(info.value)
     assert message.startswith("ReadFiles(in): column 'odd' of "), message
-    assert "part-0.parquet" in message and kind in message and written in message
+    assert "part-0.parquet" in message and "uint64" in message
+    assert "signed 64-bit integers" in message
+
+
+PANDAS_MODES = ["batch", "replayed", "live"]
+
+
+def read_on_spark(spark_runner: Any, source: Path, out: Path, mode: str) -> list[dict[str, Any]]:
+    """The rows of `ReadFiles(source)` on Spark: bounded, replayed (unbounded, collected: the
+    runner reads the files through Arrow) or live (Spark's file source into a file sink)."""
+    p = sb.Pipeline(runner=spark_runner)
+    rows = p | "Orders" >> sb.ReadFiles(str(source), streaming=mode != "batch")
+    if mode != "live":
+        return p.run().collect(rows)
+    rows.write_files(str(out))
+    result = p.run()
+    try:
+        result.process_all_available()
+    finally:
+        result.stop()
+    return read_on_direct(out)
+
+
+def read_on_direct(source: Path) -> list[dict[str, Any]]:
+    p = sb.Pipeline()
+    rows = p | "Orders" >> sb.ReadFiles(str(source))
+    return p.run().collect(rows)
+
+
+@pytest.mark.parametrize("mode", PANDAS_MODES)
+def test_parquet_written_by_pandas_reads_as_on_the_direct_runner(
+    spark_runner: Any, tmp_path: Path, mode: str
+) -> None:
+    """`DataFrame.to_parquet` with pandas' defaults writes nanosecond timestamps, naive or
+    with a time zone as the DataFrame's; Spark's reader fails on them by default."""
+    import pandas as pd
+
+    source = tmp_path / "in"
+    source.mkdir()
+    times = pd.to_datetime(["2026-04-01 10:00:00.000005", "2026-04-01 10:00:01.250000"])
+    frame = pd.DataFrame({"k": ["a", "b"], "v": [1, 2], "t": times})
+    frame.to_parquet(source / "naive.parquet")
+    frame.assign(k=["c", "d"], t=times.tz_localize("Europe/Paris")).to_parquet(
+        source / "zoned.parquet"
+    )
+    expected = read_on_direct(source)
+    assert {row["t"] for row in expected} == {
+        datetime(2026, 4, 1, 10, 0, 0, 5),
+        datetime(2026, 4, 1, 10, 0, 1, 250000),
+        datetime(2026, 4, 1, 8, 0, 0, 5),
+        datetime(2026, 4, 1, 8, 0, 1, 250000),
+    }
+    rows = read_on_spark(spark_runner, source, tmp_path / "out", mode)
+    assert row_multiset(rows) == row_multiset(expected)
+
+
+def test_parquet_files_of_two_time_units_in_one_directory(
+    spark_runner: Any, tmp_path: Path
+) -> None:
+    """Spark reads a column in one unit per read: a batch read reads the nanosecond files and
+    the others apart (the direct runner's rows); a live source, one directory read as files
+    come, refuses them, naming both files."""
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    source = tmp_path / "in"
+    source.mkdir()
+    nanos = pd.to_datetime(["2026-04-01 10:00:00.000005"])
+    pd.DataFrame({"k": ["a"], "t": nanos}).to_parquet(source / "a.parquet")
+    micros = pa.array([datetime(2026, 4, 1, 11, 0, 0, 7)], pa.timestamp("us", tz="UTC"))
+    pq.write_table(pa.table({"k": ["b"], "t": micros}), source / "b.parquet")
+    expected = read_on_direct(source)
+    assert len(expected) == 2
+    assert row_multiset(read_on_spark(spark_runner, source, tmp_path / "out", "batch")) == (
+        row_multiset(expected)
+    )
+    with pytest.raises(sb.DataError) as info:
+        read_on_spark(spark_runner, source, tmp_path / "out", "live")
+    message = str(info.value)
+    assert message.startswith("Orders: column 't' holds nanosecond timestamps in "), message
+    assert "a.parquet" in message and "b.parquet" in message
+
+
+@pytest.mark.parametrize("mode", PANDAS_MODES)
+def test_a_nanosecond_time_finer_than_a_microsecond_is_the_direct_runners_data_error(
+    spark_runner: Any, tmp_path: Path, mode: str
+) -> None:
+    """Times are kept in microseconds on both runners: Spark fails as the direct runner does,
+    naming the column, the file and the time to the nanosecond."""
+    import pandas as pd
+
+    source = tmp_path / "in"
+    source.mkdir()
+    times = pd.to_datetime(
+        ["2026-04-01 10:00:00", "2026-04-01 10:00:00.000000001"], format="ISO8601"
+    )
+    pd.DataFrame({"k": ["a", "b"], "t": times}).to_parquet(source / "a.parquet")
+    with pytest.raises(sb.DataError) as direct:
+        read_on_direct(source)
+    with pytest.raises(sb.DataError) as spark:
+        read_on_spark(spark_runner, source, tmp_path / "out", mode)
+    assert str(direct.value).startswith(f"Orders: column 't' of '{source / 'a.parquet'}' ")
+    assert "2026-04-01 10:00:00.000000001" in str(direct.value)
+    assert str(spark.value) == str(direct.value)
 
 
 def test_a_refused_pipeline_runs_nothing(spark_runner: Any, tmp_path: Path) -> None:
