@@ -408,7 +408,10 @@ def run(case: Case, runner: Any) -> list[Row]:
 
 
 @settings(
-    max_examples=12,
+    # 12, or the deeper run's count (`SPARKBEAM_MORE_EXAMPLES`: tests/conftest.py's "more")
+    max_examples=(
+        settings.default.max_examples if settings.get_current_profile_name() == "more" else 12
+    ),
     deadline=None,
     suppress_health_check=[
         HealthCheck.function_scoped_fixture,
