@@ -152,8 +152,9 @@ class ReadFiles(PrimitiveTransform):
     Bounded: all files are one epoch. With `streaming=True` the files are an
     unbounded input, one epoch per file in name order (Spark: a file source).
     Parquet as pandas writes it (`DataFrame.to_parquet`: times in nanoseconds)
-    is read as it is on both runners; a time that is not a whole microsecond is
-    a `DataError` naming the column and the file.
+    is read as it is on both runners (not by a live source on Spark, which
+    refuses it); a time that is not a whole microsecond is a `DataError` naming
+    the column and the file.
     """
 
     path: str

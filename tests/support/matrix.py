@@ -541,7 +541,7 @@ FEATURES: tuple[Feature, ...] = (
     Feature(
         "parquet files of nanosecond timestamps (pandas' `to_parquet` default)",
         parquet_nanoseconds,
-        _outcomes(),
+        _outcomes(live=Refused(S.PARQUET_LIVE_NANOSECONDS)),
     ),
     Feature(
         "parquet files of unsigned 64-bit integers",

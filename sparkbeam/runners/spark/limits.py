@@ -53,6 +53,18 @@ PARQUET_UINT64 = Refusal(
     "runner reads the files itself (the direct runner, or collected on unbounded input)",
 )
 
+PARQUET_LIVE_NANOSECONDS = Refusal(
+    name="parquet-live-nanoseconds",
+    refused="parquet columns of nanosecond timestamps on a live source "
+    "(`ReadFiles(streaming=True)` into a sink)",
+    modes=(LIVE,),
+    reason="column {column!r} of {file!r} holds nanosecond timestamps: Spark's file source "
+    "reads a column of every file in one unit fixed at the start, and a later file in "
+    "microseconds would be read as nanoseconds, its times silently wrong",
+    advice="write the files in microseconds (df.to_parquet(path, coerce_timestamps='us')), or "
+    "read them in a batch job or collected, where the runner reads each file's own unit",
+)
+
 IDLE_PROCESSING_TIME = Refusal(
     name="spark-idle-processing-time",
     refused='`WithWatermark(idle_after="30 seconds")` (processing time) on unbounded input',
@@ -216,6 +228,7 @@ REFUSALS = (
     EMIT_EVENT,
     OBJECT_COLUMN,
     PARQUET_UINT64,
+    PARQUET_LIVE_NANOSECONDS,
     IDLE_PROCESSING_TIME,
     BOUNDED_READ_IN_STREAM,
     CHAINED_WATERMARKS,

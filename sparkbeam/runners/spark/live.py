@@ -10,14 +10,10 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import DataFrame
 
 from sparkbeam.arrow import from_arrow
-from sparkbeam.errors import DataError
 from sparkbeam.graph import Node
 from sparkbeam.paths import Paths
-from sparkbeam.runners.spark.arrow import (
-    exact_microseconds,
-    nanosecond_columns,
-    read_schema,
-)
+from sparkbeam.runners.spark import limits
+from sparkbeam.runners.spark.arrow import nanosecond_columns, spark_schema
 from sparkbeam.runners.spark.paths import paths_of
 from sparkbeam.runners.spark.python_functions import PIPELINE_ERROR_MARK
 from sparkbeam.runners.spark.translate import (
@@ -42,37 +38,28 @@ def live_files(run: StreamingTranslation, node: Node) -> DataFrame:
     assert isinstance(transform, ReadFiles)
     paths = paths_of(run.spark)
     files = data_files(transform.path, node.label, paths)
-    nanos: frozenset[str] = frozenset()
     if transform.format == "parquet":
-        nanos = live_nanosecond_columns(files, node.info.schema, node.label, paths)
+        refuse_live_nanoseconds(files, node.info.schema, node.label, paths)
     schema = files_schema(transform.format, files, node.info.schema, node.label, paths)
     reader = run.spark.readStream.format(transform.format)
-    reader = reader.schema(read_schema(schema, nanos, node.label))
+    reader = reader.schema(spark_schema(schema, node.label))
     options = {**file_options(transform.format, write=False), "maxFilesPerTrigger": "1"}
-    loaded = reader.options(**options).load(transform.path)
-    return connector_frame(exact_microseconds(loaded, nanos, files, node.label), node)
+    return connector_frame(reader.options(**options).load(transform.path), node)
 
 
-def live_nanosecond_columns(
+def refuse_live_nanoseconds(
     files: Sequence[str], schema: Schema, label: str, paths: Paths
-) -> frozenset[str]:
-    """The columns of `schema` that the parquet files there at the start hold as nanosecond
-    timestamps: Spark's file source reads every file of a column alike, so a column in
-    nanoseconds in one file and not in another is a `DataError` naming both files."""
-    by_file = list(nanosecond_columns(files, schema, label, paths).items())
-    if not by_file:
-        return frozenset()
-    first, in_nanos = by_file[0]
-    for file, nanos in by_file[1:]:
-        for name in sorted(nanos ^ in_nanos):
-            ns_file, other = (first, file) if name in in_nanos else (file, first)
-            raise DataError(
-                f"{label}: column {name!r} holds nanosecond timestamps in {ns_file!r} but "
-                f"not in {other!r}; a live source reads a column of every file in one "
-                "unit: write them all with microsecond timestamps (pyarrow's "
-                "coerce_timestamps='us') or all with pandas' default, nanoseconds"
-            )
-    return in_nanos
+) -> None:
+    """Refuse parquet files there at the start that hold nanosecond timestamps.
+
+    Spark's file source reads a column of every file in one unit, fixed by the
+    read schema when the query starts: reading nanoseconds needs a 64-bit
+    integer schema, under which a later file in microseconds reads as
+    nanoseconds too (times a thousand times too close to 1970, with no
+    error). A batch read and a collected one look at each file's own unit."""
+    for file, nanos in nanosecond_columns(files, schema, label, paths).items():
+        for column in sorted(nanos):
+            raise limits.PARQUET_LIVE_NANOSECONDS.error(label, column=column, file=file)
 
 
 Sink = Callable[[DataFrame], Any]

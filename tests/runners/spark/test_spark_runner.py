@@ -537,7 +537,8 @@ def test_unsigned_64_bit_parquet_integers_are_refused_naming_the_column(
     assert "signed 64-bit integers" in message
 
 
-PANDAS_MODES = ["batch", "replayed", "live"]
+PANDAS_MODES = ["batch", "replayed"]
+"""Where the runner reads parquet's nanosecond timestamps (a live source refuses them)."""
 
 
 def read_on_spark(spark_runner: Any, source: Path, out: Path, mode: str) -> list[dict[str, Any]]:
@@ -610,11 +611,31 @@ def test_parquet_files_of_two_time_units_in_one_directory(
     assert row_multiset(read_on_spark(spark_runner, source, tmp_path / "out", "batch")) == (
         row_multiset(expected)
     )
-    with pytest.raises(sb.DataError) as info:
+    with pytest.raises(sb.PipelineError) as info:
         read_on_spark(spark_runner, source, tmp_path / "out", "live")
     message = str(info.value)
-    assert message.startswith("Orders: column 't' holds nanosecond timestamps in "), message
-    assert "a.parquet" in message and "b.parquet" in message
+    assert message.startswith("Orders: "), message
+    assert "column 't'" in message and "a.parquet" in message, message
+    assert "coerce_timestamps='us'" in message, message
+    assert not (tmp_path / "out").exists()  # refused before anything ran
+
+
+def test_a_live_source_refuses_pandas_nanosecond_files_naming_column_file_and_fix(
+    spark_runner: Any, tmp_path: Path
+) -> None:
+    """Spark's file source fixes a column's unit when it starts: a later file in microseconds
+    would be read as nanoseconds with no error, so nanosecond files are refused there."""
+    import pandas as pd
+
+    source = tmp_path / "in"
+    source.mkdir()
+    times = pd.to_datetime(["2026-04-01 10:00:00.000005"])
+    pd.DataFrame({"k": ["a"], "t": times}).to_parquet(source / "orders.parquet")
+    with pytest.raises(sb.PipelineError) as info:
+        read_on_spark(spark_runner, source, tmp_path / "out", "live")
+    message = str(info.value)
+    assert "column 't'" in message and "orders.parquet" in message, message
+    assert "nanosecond" in message and "coerce_timestamps='us'" in message, message
 
 
 @pytest.mark.parametrize("mode", PANDAS_MODES)
