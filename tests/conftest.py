@@ -98,7 +98,10 @@ def spark(lake_directory: Any) -> Iterator[Any]:
     `viewfs://lake/data` mount table (`LAKE`)."""
     from pyspark.sql import SparkSession
 
-    os.environ["PYSPARK_PYTHON"] = sys.executable
+    # SPARKBEAM_WORKERS_PYTHON=.venv-workers/bin/python runs the suite's Spark workers on a
+    # Python with pyspark, pandas and pyarrow only (with PYTHONPATH naming the repository for
+    # the tests' own modules; sparkbeam comes from the zip the runner ships, which is first)
+    os.environ["PYSPARK_PYTHON"] = os.environ.get("SPARKBEAM_WORKERS_PYTHON", sys.executable)
     builder = SparkSession.builder.appName("sparkbeam-tests")
     for key, value in SPARK_CONF.items():
         builder = builder.config(key, value)
