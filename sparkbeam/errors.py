@@ -1,4 +1,4 @@
-"""The three exceptions a user of sparkbeam can get (SPEC section 6).
+"""The three exceptions a user of sparkbeam can get.
 
 - `PipelineError`: the pipeline's shape is wrong; raised when a transform is
   applied (or, for runner limits, when the pipeline is translated).
@@ -88,7 +88,7 @@ def unexpected(label: str, exc: BaseException, line: str | None = None) -> Pipel
 
 
 SPARKBEAM_ERRORS = (PipelineError, DataError, AssertionError)
-"""The exceptions a run lets through as they are (SPEC section 6): sparkbeam's, and
+"""The exceptions a run lets through as they are: sparkbeam's, and
 `AssertionError`s (`InvariantViolation`, and `assert_that`'s failures, which a test expects
 as they are)."""
 

@@ -1,4 +1,4 @@
-"""Rows as frames: `result.to_arrow(pc)` and `result.to_pandas(pc)` (SPEC section 8).
+"""Rows as frames: `result.to_arrow(pc)` and `result.to_pandas(pc)`.
 
 Needs pyarrow and pandas (the `frames` extra; the `spark` extra brings them
 too). Both keep `collect`'s rows in its order and the schema's columns in

@@ -10,7 +10,7 @@ from typing import Any
 class Watermark:
     """`Watermark(column, value)`: every later row on this edge has `row[column] >= value`.
 
-    Values on one column of one edge never decrease (invariant W, SPEC section 2).
+    Values on one column of one edge never decrease (invariant W).
     Inside a runner the value of a `datetime` column is integer microseconds;
     `result.watermarks(pc)` gives it back as a naive UTC `datetime`.
     """

@@ -40,7 +40,7 @@ from sparkbeam.transforms.windows import Hop, Session, Tumble
 
 
 class PipelineResult(Protocol):
-    """What a finished run gives back (SPEC sections 5 and 8)."""
+    """What a finished run gives back."""
 
     def collect(self, pcoll: PCollection) -> list[Row]: ...
 
@@ -277,7 +277,7 @@ class PCollection:
     def __or__(self, transform: PTransform | Labelled) -> Any:
         return self.pipeline.apply(transform, (self,))
 
-    # The fluent API: one method per transform, same arguments (SPEC section 4).
+    # The fluent API: one method per transform, same arguments.
 
     def with_watermark(
         self,

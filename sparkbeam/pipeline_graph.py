@@ -1,4 +1,4 @@
-"""The pipeline as a picture: `p.graph()` and `result.graph()` (SPEC section 8).
+"""The pipeline as a picture: `p.graph()` and `result.graph()`.
 
 A `PipelineGraph` has one node per applied transform (labelled as
 `metrics()` labels it) and one edge per (producer, consumer) pair, annotated

@@ -326,7 +326,7 @@ INT64_MAX: Final = 2**63 - 1
 def _check_int64(
     values: list[Any], rows: Sequence[Mapping[str, Any]], name: str, where: str
 ) -> None:
-    """`DataError` for a value outside 64 bits (Spark's `long`, SPEC section 3)."""
+    """`DataError` for a value outside 64 bits (Spark's `long`)."""
     present = [value for value in values if value is not None] if None in values else values
     if not present or (min(present) >= INT64_MIN and max(present) <= INT64_MAX):
         return
@@ -349,7 +349,7 @@ so a dict finds a NaN key only as this very object."""
 
 
 def one_nan(values: list[Any]) -> list[Any]:
-    """`values` with every NaN replaced by `NAN` (SPEC section 3: NaN equals NaN for
+    """`values` with every NaN replaced by `NAN` (NaN equals NaN for
     grouping and joining, as in Spark); the same list when it holds no NaN."""
     if all(value == value for value in values):
         return values

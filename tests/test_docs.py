@@ -149,3 +149,18 @@ def test_api_page_names_every_public_name() -> None:
     api = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
     documented = set(re.findall(r"^::: sparkbeam\.[\w.]*\.(\w+)$", api, re.MULTILINE))
     assert documented == set(sb.__all__)
+
+
+# What a reader cannot follow: the project's own contract, its issue tracker and the design
+# papers' numbering live outside the repository.
+OUTSIDE = re.compile(r"\.\./shared|\bSPEC\b|SPEC\.md|\bissues? \d+|\bsession \d+|\bRFC\b|Term 1\.2")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
+def test_page_stands_on_its_own(page: Path) -> None:
+    found = [
+        f"{page.name}:{number}: {line.strip()}"
+        for number, line in enumerate(page.read_text().splitlines(), start=1)
+        if OUTSIDE.search(line)
+    ]
+    assert not found, "\n".join(found)

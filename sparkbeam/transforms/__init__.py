@@ -1,1 +1,1 @@
-"""The transforms of SPEC section 4, one module per family."""
+"""The transforms, one module per family."""

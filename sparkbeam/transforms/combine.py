@@ -10,7 +10,7 @@ or the state would grow forever: such a pipeline is refused when applied.
 
 Nulls follow SQL: `Sum`, `Mean`, `Min`, `Max` and `Count(column)` skip
 `None`; over no values they give `None` (`Count` gives 0). `Sum` of an
-integer column is an integer. SPEC section 7 pins the others: `CountDistinct`
+integer column is an integer. The others: `CountDistinct`
 counts distinct non-None values (0 over none); `CollectSet` is the sorted list
 of them (empty over none); `MinBy`/`MaxBy` give `value` of the row with the
 least/greatest non-None `by`, ties going to the least/greatest `value` (None

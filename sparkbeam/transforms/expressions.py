@@ -1,4 +1,4 @@
-"""Column expressions: `sb.col`, `sb.lit`, operators, functions (SPEC section 7).
+"""Column expressions: `sb.col`, `sb.lit`, operators, functions.
 
 An `Expr` is a tree of frozen nodes, the same object on both runners. Applied
 to a schema (`bind`) it becomes a `BoundExpr`: its output type (a wrong type
@@ -200,7 +200,7 @@ class Expr:
         return (self >= low) & (self <= high)
 
     def cast(self, to: type | str) -> Expr:
-        """The value as another type (`int`, `float`, `str`, `bool`, `datetime`: SPEC section 7)."""
+        """The value as another type (`int`, `float`, `str`, `bool`, `datetime`)."""
         return Cast(self, _column_type(to, "cast"))
 
     def lower(self) -> Expr:

@@ -1,4 +1,4 @@
-"""Beam's element-wise family beyond `Map`: `FlatMap` and `Partition` (SPEC section 7).
+"""Beam's element-wise family beyond `Map`: `FlatMap` and `Partition`.
 
 Watermark rules:
 - `FlatMap` keeps the watermarks of the columns it declares in `keeps` (it

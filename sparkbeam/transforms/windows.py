@@ -35,7 +35,7 @@ OUTSIDE_CALENDAR = (
     "the row's window has a bound outside the datetimes both runners hold (year 1 to 9999); "
     "filter such rows out before the window"
 )
-"""A `DataError`'s words for a window bound before year 1 or after 9999 (SPEC section 3)."""
+"""A `DataError`'s words for a window bound before year 1 or after 9999."""
 
 
 OUTSIDE_INT64 = (

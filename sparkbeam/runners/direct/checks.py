@@ -1,6 +1,6 @@
 """The invariants checked on the edges of the direct runner.
 
-Invariant W (SPEC section 2): after `Watermark(c, t)` on an edge, every later
+Invariant W: after `Watermark(c, t)` on an edge, every later
 row `d` on that edge has `d[c] >= t`, and watermark values on one column of
 one edge never decrease. A violation raises `InvariantViolation` naming the
 transform that produced the edge, the column, the watermark and the row.

@@ -164,7 +164,7 @@ class DirectRunner:
         )
 
     def run(self, pipeline: Pipeline) -> DirectResult:
-        """Run `pipeline`; every exception is sparkbeam's (SPEC section 6): one of another kind
+        """Run `pipeline`; every exception is sparkbeam's: one of another kind
         escaping a transform's processing (a file system's, sparkbeam's own bug) becomes a
         `PipelineError` naming that transform (`failed_operator`), the original its cause."""
         try:
@@ -254,7 +254,7 @@ def _summed(counters: Sequence[EdgeCounters]) -> EdgeCounters:
 
 
 class DirectResult(ResultViews):
-    """The rows, watermarks and counters of a direct run (SPEC section 5)."""
+    """The rows, watermarks and counters of a direct run."""
 
     def __init__(
         self,

@@ -111,7 +111,7 @@ class SumValues(Accumulators):
     """A group's sum is its first value, then `+` each next one, in arrival order.
 
     With `where` (a `Sum` of its own, not a `Mean`'s), an integer sum outside 64 bits is
-    a `DataError` naming it (SPEC section 3: Spark's `long` with ANSI on). Python sums
+    a `DataError` naming it (Spark's `long` with ANSI on). Python sums
     exactly, so it is the group's total that is checked: a sum whose running total leaves
     the range and comes back is fine here, where Spark may stop at it (that depends on
     the order Spark adds rows in, which no model can pin).
@@ -197,7 +197,7 @@ class MaxValues(MinValues):
 
 
 def order_key(value: Any) -> tuple[Any, ...]:
-    """A sort key in Spark's order: None least, NaN greatest (SPEC sections 3 and 7)."""
+    """A sort key in Spark's order: None least, NaN greatest."""
     if value is None:
         return (0,)
     if value != value:

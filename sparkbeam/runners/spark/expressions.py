@@ -1,6 +1,6 @@
 """Expressions as Spark `Column`s: one small function per expression node, no Python worker.
 
-Each builds the Column that gives the direct runner's value (SPEC section 7):
+Each builds the Column that gives the direct runner's value:
 Python's `//` and `%` from Spark's truncating ones, SQL's `None` rules (Spark's
 own), and Spark's conditional laziness. Where a value cannot be computed (an
 integer leaving 64 bits, a division by zero, a cast of a bad value) the

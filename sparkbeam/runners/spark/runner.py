@@ -140,7 +140,7 @@ class SparkRunner:
         return self._spark
 
     def run(self, pipeline: Pipeline) -> SparkResult | SparkStreamingResult:
-        """Run `pipeline`; every exception is sparkbeam's (SPEC section 6): Spark's and any
+        """Run `pipeline`; every exception is sparkbeam's: Spark's and any
         other become `DataError`s or `PipelineError`s naming a transform
         (`engine_errors.spark_errors`: the one being translated or computed, else the
         pipeline's last), the original their cause."""

@@ -10,7 +10,8 @@ the direct runner does it, so negative times and offsets agree.
 
 This module translates bounded input, where Spark runs a batch job and the
 end of input flushes everything: watermarks decide only when rows would be
-emitted, never which (SPEC Prop 1.1), so a batch plan needs none of them.
+emitted, never which (postponing or removing a watermark keeps a stream
+valid), so a batch plan needs none of them.
 
 Bounded input is one epoch, so no row is judged after a watermark: late rows
 are none (`late_rows()` is an empty DataFrame), and `Union`/`Join`
