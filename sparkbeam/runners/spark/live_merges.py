@@ -108,6 +108,7 @@ from sparkbeam.graph import Node
 from sparkbeam.paths import Paths, is_local, join, normalised, read_text
 from sparkbeam.runners.spark.arrow import spark_schema
 from sparkbeam.runners.spark.live import Sink
+from sparkbeam.transforms.files import SINK_LOG, committed_files
 
 
 def stage_sink(path: str) -> Sink:
@@ -236,22 +237,9 @@ def delete_unlisted(paths: Paths, rows: str) -> int:
     does not list; how many. Run before the stage query starts, when no batch is writing:
     such a file is from a batch that never committed (the driver died while it wrote),
     which the query runs again writing files of other names, and no reader ever lists."""
-    log = join(rows, "_spark_metadata")
-    if paths.kind(log) != "directory":
+    listed = committed_files(join(rows, SINK_LOG), paths)
+    if listed is None:
         return 0
-    batches: dict[str, int] = {}
-    for name, is_file in paths.list(log):
-        number = name[: -len(".compact")] if name.endswith(".compact") else name
-        if is_file and number.isdigit():
-            batches[name] = int(number)
-    compactions = [batches[n] for n in batches if n.endswith(".compact")]
-    latest = max(compactions, default=-1)
-    listed: set[str] = set()
-    for name, batch in batches.items():
-        if batch > latest or name == f"{latest}.compact":
-            for line in read_text(paths, join(log, name)).splitlines()[1:]:
-                if line.strip():
-                    listed.add(posixpath.basename(_directory_path(json.loads(line)["path"])))
     present = {name for name, is_file in paths.list(rows) if is_file}
     deleted = 0
     for name in sorted(present):

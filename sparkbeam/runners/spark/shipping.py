@@ -65,7 +65,8 @@ def protobuf_sources() -> list[tuple[Path, str]]:
 
 
 def package_zip() -> str:
-    """A zip of the sparkbeam package this process runs, built once per process.
+    """A zip of the sparkbeam package this process runs: hashed once per process, written
+    once per machine (`tempfile.gettempdir()`), shared by the driver processes there.
 
     Its name carries a hash of its contents: Spark refuses a second file of
     the same name with other contents, and a changed package is a new file.
@@ -85,11 +86,18 @@ def package_zip() -> str:
     for path, name in members:
         digest.update(name.encode())
         digest.update(path.read_bytes())
-    directory = tempfile.mkdtemp(prefix="sparkbeam-package-")
-    target = os.path.join(directory, f"sparkbeam-{digest.hexdigest()[:12]}.zip")
-    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
-        for path, name in members:
-            archive.write(path, name)
+    # One file per content and machine, shared by every driver process (written whole, then
+    # renamed into place): before, each process left a zip of its own in a directory of its own.
+    target = os.path.join(tempfile.gettempdir(), f"sparkbeam-{digest.hexdigest()[:12]}.zip")
+    if not os.path.exists(target):
+        handle, partial = tempfile.mkstemp(prefix="sparkbeam-", suffix=".zip.partial")
+        with (
+            os.fdopen(handle, "wb") as stream,
+            zipfile.ZipFile(stream, "w", zipfile.ZIP_DEFLATED) as archive,
+        ):
+            for path, name in members:
+                archive.write(path, name)
+        os.replace(partial, target)
     _ZIP = target
     return target
 
