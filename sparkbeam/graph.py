@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from sparkbeam.derivation import NO_WATERMARKS, WatermarkRule
 from sparkbeam.errors import PipelineError, call_form
 from sparkbeam.schema import Schema
+from sparkbeam.updates import UpdateStream, refused_over_updates
 
 if TYPE_CHECKING:
     from sparkbeam.pipeline import PCollection
@@ -28,6 +29,11 @@ class EdgeInfo:
     bounded: bool
     watermarked: frozenset[str] = frozenset()
     """Columns that may carry a watermark on this edge."""
+    updates: UpdateStream | None = None
+    """On an update stream (`CombinePerKey(emit="update")` and what reads it): its keys and
+    where it came from; None on an append stream."""
+    row_watermarks: bool = False
+    """Whether a `WithWatermark(emit="event")` upstream raises its watermark after every row."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -106,6 +112,21 @@ class PrimitiveTransform(PTransform):
         `watermark_rule`.
         """
         raise NotImplementedError
+
+    def update_stream(self, inputs: Sequence[EdgeInfo], label: str) -> UpdateStream | None:
+        """The update stream the output is (None: an append stream), checked before `infer`.
+
+        The default refuses every update-stream input (`sparkbeam.updates`);
+        the transforms that keep upserts meaningful override it.
+        """
+        for info in inputs:
+            if info.updates is not None:
+                raise refused_over_updates(label, self.public_name(), info.updates)
+        return None
+
+    def raises_watermark_per_row(self) -> bool:
+        """Whether the output's watermark rises after every row (`WithWatermark(emit="event")`)."""
+        return False
 
     def watermark_rule(self, inputs: Sequence[EdgeInfo], label: str) -> WatermarkRule:
         """The transform's watermark-derivation rule over these inputs (`sparkbeam.derivation`).

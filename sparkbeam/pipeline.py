@@ -25,7 +25,7 @@ from sparkbeam.metrics import TransformMetrics
 from sparkbeam.pipeline_graph import PipelineGraph
 from sparkbeam.schema import Row, Schema
 from sparkbeam.time import Duration
-from sparkbeam.transforms.combine import AggregateFn, CombineFn, CombinePerKey
+from sparkbeam.transforms.combine import AggregateFn, CombineFn, CombinePerKey, Finals
 from sparkbeam.transforms.connectors import ForEachBatch
 from sparkbeam.transforms.elementwise import Filter, Map, Select
 from sparkbeam.transforms.expressions import Col, Expr
@@ -179,11 +179,18 @@ class Pipeline:
             if given.id >= len(self.nodes) or self.nodes[given.id] is not given:
                 raise PipelineError(f"{full_label}: its input {given.label} is of another pipeline")
         infos = [given.info for given in all_inputs]
+        updates = transform.update_stream(infos, full_label)
         # Files are asked of the runner's file system (`sparkbeam.paths`).
         with paths.using(getattr(self.runner, "paths", None)):
             info = transform.infer(infos, full_label)
         rule = transform.watermark_rule(infos, full_label)
-        info = replace(info, watermarked=rule.outputs([i.watermarked for i in infos]))
+        info = replace(
+            info,
+            watermarked=rule.outputs([i.watermarked for i in infos]),
+            updates=updates,
+            row_watermarks=transform.raises_watermark_per_row()
+            or any(i.row_watermarks for i in infos),
+        )
         node = Node(
             len(self.nodes), full_label, transform, tuple(n.id for n in all_inputs), info, rule
         )
@@ -333,10 +340,19 @@ class PCollection:
         return self | Join(other, on, how, times=times, within=within, suffix=suffix, policy=policy)
 
     def combine_per_key(
-        self, keys: str | Sequence[str], /, **aggregates: AggregateFn | CombineFn
+        self,
+        keys: str | Sequence[str],
+        /,
+        emit: str = "close",
+        **aggregates: AggregateFn | CombineFn,
     ) -> PCollection:
 
-        return self | CombinePerKey(keys, **aggregates)
+        return self | CombinePerKey(keys, emit=emit, **aggregates)
+
+    def finals(self) -> PCollection:
+        """Each group's last row of this update stream, without the pane columns: an append
+        stream equal, epoch by epoch, to the same pipeline with `emit="close"`."""
+        return self | Finals()
 
     def map(
         self,

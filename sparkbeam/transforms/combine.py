@@ -1,12 +1,26 @@
 """`CombinePerKey` and its aggregates: `Count`, `Sum`, `Mean`, `Min`, `Max`, `CountDistinct`,
-`CollectSet`, `MinBy`, `MaxBy`, `Any`, `All` and user `CombineFn`s.
+`CollectSet`, `MinBy`, `MaxBy`, `Any`, `All` and user `CombineFn`s; `Finals`
+(`pc.finals()`).
 
-Emission rule (append-only, each group once): a group is emitted when the
-watermark of one of its key columns passes it (the group's value in that
-column is `< wm`), or at end of input. Output watermarks: the watermarks of
-the key columns pass through, after the groups they released; all others are
-dropped. On unbounded input at least one key column must carry a watermark,
-or the state would grow forever: such a pipeline is refused when applied.
+Emission rule, `emit="close"` (the default; append-only, each group once): a
+group is emitted when the watermark of one of its key columns passes it (the
+group's value in that column is `< wm`), or at end of input. On unbounded
+input at least one key column must carry a watermark, or the state would grow
+forever: such a pipeline is refused when applied.
+
+`emit="update"` makes an update stream (`sparkbeam.updates`), per epoch:
+first one row for each group that received rows in the epoch (`"EARLY"`;
+`pane_is_last` False), then, once the watermark has risen at the epoch's end,
+one row for each group it passed (`"ON_TIME"`, its last: the group is then
+dropped); at the end of input every group left emits its `"ON_TIME"` row.
+Without a watermarked key on unbounded input it is a running aggregate per
+key, whose groups only the end of input passes. It is refused under a
+`WithWatermark(emit="event")` (its rows are made per epoch). `Finals` keeps
+the rows with `pane_is_last` and drops the pane columns: an append stream
+equal, epoch by epoch, to the same pipeline with `emit="close"`.
+
+Output watermarks (both modes): the watermarks of the key columns pass
+through, after the groups they released; all others are dropped.
 
 Nulls follow SQL: `Sum`, `Mean`, `Min`, `Max` and `Count(column)` skip
 `None`; over no values they give `None` (`Count` gives 0). `Sum` of an
@@ -30,6 +44,14 @@ from sparkbeam.errors import PipelineError, call_form
 from sparkbeam.graph import EdgeInfo, PrimitiveTransform, init_fields
 from sparkbeam.schema import Schema, list_of, type_name
 from sparkbeam.transforms.validation import column_names, single_input
+from sparkbeam.updates import (
+    EMIT_CLOSE,
+    EMIT_MODES,
+    EMIT_UPDATE,
+    PANE_COLUMNS,
+    PANE_TYPES,
+    UpdateStream,
+)
 
 
 class CombineFn:
@@ -255,25 +277,63 @@ def _aggregate_type(name: str, aggregate: object, schema: Schema, label: str) ->
 class CombinePerKey(PrimitiveTransform):
     """Group by `keys` and aggregate: `CombinePerKey(["k"], n=sb.Count(), total=sb.Sum("v"))`.
 
-    Output columns: the keys, then the aggregates in the order given.
+    Output columns: the keys, then the aggregates in the order given; with
+    `emit="update"`, then `pane_timing`, `pane_index` and `pane_is_last`.
+    `emit` is the mode (`"close"` or `"update"`), never an aggregate.
     """
 
     keys: tuple[str, ...]
     aggregates: tuple[tuple[str, typing.Any], ...]
+    emit: str = EMIT_CLOSE
 
-    def __init__(self, keys: str | Sequence[str], /, **aggregates: Aggregate) -> None:
+    def __init__(
+        self, keys: str | Sequence[str], /, emit: str = EMIT_CLOSE, **aggregates: Aggregate
+    ) -> None:
         key_tuple = column_names(keys, "keys", "CombinePerKey")
+        if not isinstance(emit, str):
+            raise PipelineError(
+                f"CombinePerKey: emit={emit!r} is not a mode; emit names when groups are "
+                "emitted, emit='close' (once, when the watermark passes them) or emit='update' "
+                "(each epoch they change, then once more when it passes them); an aggregate "
+                "needs another name"
+            )
+        if emit not in EMIT_MODES:
+            raise PipelineError(
+                f"CombinePerKey: emit={emit!r} is not a mode; use emit='close' (each group "
+                "once, when the watermark passes it) or emit='update' (early results, then "
+                "the final row)"
+            )
         if not aggregates:
             raise PipelineError(
                 "CombinePerKey: name at least one aggregate, for example n=sb.Count()"
             )
-        init_fields(self, key_tuple, tuple(aggregates.items()))
+        init_fields(self, key_tuple, tuple(aggregates.items()), emit)
+
+    @property
+    def updates(self) -> bool:
+        """Whether it makes an update stream (`emit="update"`)."""
+        return self.emit == EMIT_UPDATE
 
     def default_label(self) -> str:
         return f"CombinePerKey({', '.join(self.keys)})"
 
     def parameters(self) -> tuple[tuple[str, str], ...]:
-        return tuple((name, _describe_aggregate(fn)) for name, fn in self.aggregates)
+        shown = tuple((name, _describe_aggregate(fn)) for name, fn in self.aggregates)
+        return (*shown, ("emit", self.emit)) if self.updates else shown
+
+    def update_stream(self, inputs: Sequence[EdgeInfo], label: str) -> UpdateStream | None:
+        """With `emit="update"`, an update stream keyed by `keys`; refused over an update
+        stream and under a `WithWatermark(emit="event")`."""
+        super().update_stream(inputs, label)
+        if not self.updates:
+            return None
+        if any(info.row_watermarks for info in inputs):
+            raise PipelineError(
+                f"{label}: emit='update' makes its rows once per epoch, but a "
+                "WithWatermark(emit='event') upstream raises the watermark after every row; "
+                "use emit='periodic' on that WithWatermark, or emit='close' here"
+            )
+        return UpdateStream(self.keys, label)
 
     def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
         source = single_input(inputs, label)
@@ -293,19 +353,65 @@ class CombinePerKey(PrimitiveTransform):
             (name, _aggregate_type(name, aggregate, schema, label))
             for name, aggregate in self.aggregates
         ]
+        if self.updates:
+            taken = [name for name, _ in fields if name in PANE_COLUMNS]
+            if taken:
+                raise PipelineError(
+                    f"{label}: emit='update' adds the columns {list(PANE_COLUMNS)}, but "
+                    f"{taken} already name a key or an aggregate; name them differently"
+                )
+            fields += PANE_TYPES
+            return EdgeInfo(Schema(tuple(fields)), source.bounded)
         watermarked = self.watermark_rule(inputs, label).outputs([source.watermarked])
         if not source.bounded and not watermarked:
             raise PipelineError(
                 f"{label}: on unbounded input a group is emitted when the watermark of a key "
                 f"column passes it, but none of the keys {list(self.keys)} carries a watermark; "
                 "key on a window column (window_start/window_end) or on a column with "
-                ".with_watermark(...)"
+                ".with_watermark(...), or use emit='update' for a running aggregate (a row per "
+                "group each epoch it changes)"
             )
         return EdgeInfo(Schema(tuple(fields)), source.bounded)
 
     def watermark_rule(self, inputs: Sequence[EdgeInfo], label: str) -> WatermarkRule:
         """The key columns' watermarks pass (after the groups they released); others drop."""
         return WatermarkRule(passing(self.keys))
+
+
+@dataclass(frozen=True)
+class Finals(PrimitiveTransform):
+    """Each group's last row of an update stream, without the pane columns (`pc.finals()`).
+
+    Keeps the rows with `pane_is_last` and drops `pane_timing`, `pane_index`
+    and `pane_is_last`: an append stream equal, epoch by epoch, to the same
+    pipeline with `emit="close"`. Every watermark passes through.
+    """
+
+    def default_label(self) -> str:
+        return "finals"
+
+    def update_stream(self, inputs: Sequence[EdgeInfo], label: str) -> UpdateStream | None:
+        source = single_input(inputs, label)
+        if source.updates is None:
+            raise PipelineError(
+                f"{label}: finals() reads an update stream (the output of "
+                "CombinePerKey(..., emit='update'), or what keeps its key and pane columns), "
+                "but its input is an append stream, whose rows are final already; drop "
+                "finals(), or apply it after a CombinePerKey with emit='update'"
+            )
+        return None
+
+    def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
+        source = single_input(inputs, label)
+        kept = tuple(
+            (name, kind) for name, kind in source.schema.fields if name not in PANE_COLUMNS
+        )
+        return EdgeInfo(Schema(kept), source.bounded)
+
+    def watermark_rule(self, inputs: Sequence[EdgeInfo], label: str) -> WatermarkRule:
+        """The watermarks of the columns it keeps pass through."""
+        names = inputs[0].schema.names
+        return WatermarkRule(passing(name for name in names if name not in PANE_COLUMNS))
 
 
 def _describe_aggregate(aggregate: typing.Any) -> str:

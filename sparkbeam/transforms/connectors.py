@@ -29,6 +29,7 @@ from sparkbeam.errors import PipelineError, described
 from sparkbeam.graph import EdgeInfo, PrimitiveTransform, init_fields
 from sparkbeam.schema import Row, Schema
 from sparkbeam.transforms.validation import single_input
+from sparkbeam.updates import UpdateStream
 
 KNOWN_SCHEMAS: dict[str, Schema] = {
     "kafka": Schema.of(
@@ -102,6 +103,10 @@ class ForEachBatch(PrimitiveTransform):
 
     def default_label(self) -> str:
         return f"ForEachBatch({getattr(self.fn, '__name__', type(self.fn).__name__)})"
+
+    def update_stream(self, inputs: Sequence[EdgeInfo], label: str) -> UpdateStream | None:
+        """An update stream passes on as it is (the callback gets its change rows)."""
+        return single_input(inputs, label).updates
 
     def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
         return single_input(inputs, label)

@@ -33,6 +33,7 @@ from sparkbeam.transforms.expressions import (
     uncalled,
 )
 from sparkbeam.transforms.validation import single_input
+from sparkbeam.updates import UpdateStream, passes_over_updates, refused_over_updates
 
 
 @dataclass(frozen=True, eq=False, init=False)
@@ -62,6 +63,14 @@ class Select(PrimitiveTransform):
         if not outputs:
             raise PipelineError("Select: name at least one column to keep")
         init_fields(self, tuple(outputs))
+
+    def update_stream(self, inputs: Sequence[EdgeInfo], label: str) -> UpdateStream | None:
+        """Over an update stream: kept when every key and pane column is selected as it is."""
+        passed = [
+            name for name, expr in self.outputs if isinstance(expr, Col) and expr.name == name
+        ]
+        how = "select each of them by its own name, unchanged"
+        return passes_over_updates(inputs, label, "Select", passed, how)
 
     def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
         source = single_input(inputs, label)
@@ -188,8 +197,15 @@ class Map(RowFunction):
 
     The output schema is `schema` when given, else the input's. `keeps` names
     the columns `fn` leaves unchanged; their watermarks pass through, all
-    others are dropped.
+    others are dropped. Over an update stream `keeps` must name every key and
+    pane column.
     """
+
+    def update_stream(self, inputs: Sequence[EdgeInfo], label: str) -> UpdateStream | None:
+        """Over an update stream: kept when `keeps` names every key and pane column."""
+        stream = inputs[0].updates if inputs else None
+        how = "" if stream is None else f"declare keeps={list(stream.kept)!r}"
+        return passes_over_updates(inputs, label, "Map", self.keeps, how)
 
 
 @dataclass(frozen=True, eq=False, init=False)
@@ -218,6 +234,35 @@ class Filter(PrimitiveTransform):
         if isinstance(self.predicate, Expr):
             return f"Filter({self.predicate})"
         return f"Filter({getattr(self.predicate, '__name__', 'predicate')})"
+
+    def update_stream(self, inputs: Sequence[EdgeInfo], label: str) -> UpdateStream | None:
+        """Over an update stream: kept when the predicate is an expression over key and pane
+        columns only (a filter on a value could hide a group's correction)."""
+        stream = single_input(inputs, label).updates
+        if stream is None:
+            return None
+        if not isinstance(self.predicate, Expr):
+            raise refused_over_updates(
+                label,
+                "Filter",
+                stream,
+                "a Filter function over an update stream could keep a group's earlier row and "
+                f"drop its correction; filter with an expression over {list(stream.kept)} only "
+                "(sb.col('pane_is_last'), a key compared with a value)",
+            )
+        bound = self.bind(inputs[0].schema, label)
+        assert bound is not None
+        others = sorted(bound.columns - set(stream.kept))
+        if others:
+            raise refused_over_updates(
+                label,
+                "Filter",
+                stream,
+                f"a Filter over an update stream may read only its key and pane columns "
+                f"{list(stream.kept)} (a filter on a value could keep a group's earlier row "
+                f"and drop its correction), but it reads {others}",
+            )
+        return stream
 
     def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
         source = single_input(inputs, label)

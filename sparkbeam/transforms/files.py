@@ -31,6 +31,7 @@ from sparkbeam.paths import Paths, UnreachablePath, base_name, join, read_text
 from sparkbeam.paths import current as current_paths
 from sparkbeam.schema import Schema, type_name
 from sparkbeam.transforms.validation import single_input
+from sparkbeam.updates import UpdateStream
 
 FORMATS = ("parquet", "json", "csv")
 WRITE_MODES = ("overwrite", "error")
@@ -236,6 +237,10 @@ class WriteFiles(PrimitiveTransform):
 
     def parameters(self) -> tuple[tuple[str, str], ...]:
         return (("format", self.format), ("mode", self.mode))
+
+    def update_stream(self, inputs: Sequence[EdgeInfo], label: str) -> UpdateStream | None:
+        """An update stream is written as its change rows, as they are (append-only)."""
+        return single_input(inputs, label).updates
 
     def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
         source = single_input(inputs, label)

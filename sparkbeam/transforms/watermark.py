@@ -95,6 +95,9 @@ class WithWatermark(PrimitiveTransform):
         self.drift_units(source.schema, label)
         return source
 
+    def raises_watermark_per_row(self) -> bool:
+        return self.emit == "event"
+
     def watermark_rule(self, inputs: Sequence[EdgeInfo], label: str) -> WatermarkRule:
         """Upstream watermarks pass through; `column`'s own is the filter's (on `column`, the
         larger of the two)."""
