@@ -56,6 +56,9 @@ class UpdateStream:
     keys: tuple[str, ...]
     source: str
     """The label of the `CombinePerKey(emit="update")` that made it."""
+    whole: bool = True
+    """Whether every change row of each group is on the edge (no `Filter` removed any): its
+    pane indexes then run 0, 1, 2, ... and it ends with its last row."""
 
     @property
     def kept(self) -> tuple[str, ...]:

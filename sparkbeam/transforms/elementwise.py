@@ -16,7 +16,7 @@ Watermark rules (each transform's `watermark_rule`):
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sparkbeam.derivation import Derived, WatermarkRule, passing
@@ -262,7 +262,7 @@ class Filter(PrimitiveTransform):
                 f"{list(stream.kept)} (a filter on a value could keep a group's earlier row "
                 f"and drop its correction), but it reads {others}",
             )
-        return stream
+        return replace(stream, whole=False)
 
     def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
         source = single_input(inputs, label)

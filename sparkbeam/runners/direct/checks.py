@@ -8,6 +8,13 @@ transform that produced the edge, the column, the watermark and the row.
 Order: on the output of a transform that promises an order (`Sort`), each
 row's sort column is `>=` that of the previous row of the same key.
 
+Panes: on an edge that carries an update stream (`sparkbeam.updates`), the
+rows of each group have increasing `pane_index`es, at most one has
+`pane_is_last` and none comes after it; where no `Filter` removed rows (the
+stream is whole) the indexes run 0, 1, 2, ... with no gap, and by the end of
+input every group has had its last row. A group is forgotten once its last
+row is passed by a watermark on a key column (no row of it can follow).
+
 Global watermark (parallel units, `runners.direct.parallel`): at every
 barrier, all the units behind one exchange hold the same watermark value on
 each column (the merger of each has seen the same watermarks from every
@@ -23,7 +30,8 @@ from typing import Any
 from sparkbeam.errors import InvariantViolation
 from sparkbeam.messages import Watermark
 from sparkbeam.runners.direct.operator import Chunk
-from sparkbeam.schema import Schema, to_external
+from sparkbeam.schema import Schema, one_nan_in, to_external
+from sparkbeam.updates import PANE_INDEX, PANE_IS_LAST, UpdateStream
 
 
 def _show(schema: Schema, column: str, value: Any) -> Any:
@@ -32,14 +40,26 @@ def _show(schema: Schema, column: str, value: Any) -> Any:
 
 
 class EdgeCheck:
-    """Invariant W on one edge."""
+    """Invariant W on one edge, and the pane rules where it carries an update stream."""
 
-    __slots__ = ("label", "schema", "watermarks")
+    __slots__ = ("label", "panes", "schema", "watermarks")
 
-    def __init__(self, label: str, schema: Schema) -> None:
+    def __init__(
+        self,
+        label: str,
+        schema: Schema,
+        updates: UpdateStream | None = None,
+        resumed: bool = False,
+    ) -> None:
         self.label = label
         self.schema = schema
         self.watermarks: dict[str, Any] = {}
+        self.panes = None if updates is None else PaneCheck(label, schema, updates, resumed)
+
+    def end(self) -> None:
+        """The end of input: every group has had its last row."""
+        if self.panes is not None:
+            self.panes.end()
 
     def _show(self, column: str, value: Any) -> Any:
         return _show(self.schema, column, value)
@@ -54,8 +74,12 @@ class EdgeCheck:
                 f"{self._show(column, value)!r}"
             )
         self.watermarks[column] = value
+        if self.panes is not None:
+            self.panes.watermark(column, value)
 
     def chunk(self, chunk: Chunk) -> None:
+        if self.panes is not None:
+            self.panes.chunk(chunk)
         for column, mark in self.watermarks.items():
             values = chunk.columns[column]
             try:
@@ -71,6 +95,75 @@ class EdgeCheck:
                         f"{column} = {self._show(column, value)!r}, below the watermark "
                         f"Watermark({column!r}, {self._show(column, mark)!r}) before it"
                     )
+
+
+class PaneCheck:
+    """The pane rules on one edge of an update stream (module docstring).
+
+    `resumed`: the run went on from a checkpoint, so a group's first row here
+    may have any index (its earlier rows came before the restore).
+    """
+
+    __slots__ = ("closed", "keys", "label", "next_index", "resumed", "schema", "whole")
+
+    def __init__(self, label: str, schema: Schema, updates: UpdateStream, resumed: bool) -> None:
+        self.label = label
+        self.schema = schema
+        self.keys = updates.keys
+        self.whole = updates.whole
+        self.resumed = resumed
+        self.next_index: dict[tuple[Any, ...], int] = {}
+        """Each open group's next pane index (the last index seen + 1)."""
+        self.closed: set[tuple[Any, ...]] = set()
+        """The groups whose last row came (until a watermark passes them)."""
+
+    def _row(self, chunk: Chunk, index: int) -> dict[str, Any]:
+        return {name: _show(self.schema, name, v) for name, v in chunk.row(index).items()}
+
+    def _broken(self, chunk: Chunk, index: int, what: str) -> InvariantViolation:
+        return InvariantViolation(
+            f"pane rules broken on the output of {self.label}: row {self._row(chunk, index)!r} "
+            f"{what}"
+        )
+
+    def chunk(self, chunk: Chunk) -> None:
+        floats = [key for key in self.keys if self.schema.type_of(key) is float]
+        columns = one_nan_in(chunk.columns, floats)
+        keys = zip(*(columns[key] for key in self.keys), strict=True) if self.keys else None
+        indexes, lasts = chunk.columns[PANE_INDEX], chunk.columns[PANE_IS_LAST]
+        next_index, closed = self.next_index, self.closed
+        for row in range(chunk.size):
+            key = next(keys) if keys is not None else ()
+            if key in closed:
+                raise self._broken(chunk, row, "comes after its group's last row")
+            index = indexes[row]
+            expected = next_index.get(key)
+            if expected is None and not self.resumed and self.whole and index != 0:
+                raise self._broken(chunk, row, f"is its group's first, with pane_index {index}")
+            if expected is not None and (index != expected if self.whole else index < expected):
+                wanted = expected if self.whole else f"at least {expected}"
+                raise self._broken(chunk, row, f"has pane_index {index}, not {wanted}")
+            if lasts[row]:
+                next_index.pop(key, None)
+                closed.add(key)
+            else:
+                next_index[key] = index + 1
+
+    def watermark(self, column: str, value: Any) -> None:
+        """Forget the closed groups `Watermark(column, value)` passes."""
+        if column not in self.keys or not self.closed:
+            return
+        position = self.keys.index(column)
+        self.closed = {k for k in self.closed if k[position] is None or k[position] >= value}
+
+    def end(self) -> None:
+        if self.whole and self.next_index:
+            key = next(iter(self.next_index))
+            group = dict(zip(self.keys, key, strict=True))
+            raise InvariantViolation(
+                f"pane rules broken on the output of {self.label}: the input ended, but group "
+                f"{group!r} had no last row (pane_is_last) after pane {self.next_index[key] - 1}"
+            )
 
 
 class OrderCheck:

@@ -9,6 +9,16 @@ watermarked key column a heap of the values that open groups hold in it.
 Checkpoint: the open groups in arrival order, each with its accumulators
 (the heaps are rebuilt on restore). Rescale: each group goes to the unit
 that owns its key.
+
+`emit="update"` (`UpdateCombineOperator`): the same groups, each with its
+next pane index. Rows are added as they come and the groups they touch are
+noted; watermarks are held until the epoch's barrier. There, step 1: one
+`"EARLY"` row per touched group (its value so far); step 2: the held
+watermarks in arrival order, each releasing the groups it passes as above,
+as `"ON_TIME"` last rows, then passing on. The end of input runs step 2
+only (every group left is released). A checkpoint (taken after the
+barrier, with nothing touched or held) adds each group's pane index.
+`FinalsOperator` keeps the last rows and drops the pane columns.
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ from sparkbeam.runners.direct.operator import Chunk, Message, Operator, Owner
 from sparkbeam.runners.shared.accumulators import accumulators_for
 from sparkbeam.schema import one_nan_in
 from sparkbeam.transforms.combine import CombinePerKey
+from sparkbeam.updates import EARLY, ON_TIME, PANE_COLUMNS, PANE_INDEX, PANE_IS_LAST, PANE_TIMING
 
 Key = Hashable
 
@@ -160,3 +171,115 @@ class CombineOperator(Operator):
             for key, saved in state:
                 moved[owner(self._key_tuple(key))].append((key, saved))
         return moved
+
+
+class UpdateCombineOperator(CombineOperator):
+    """`CombinePerKey(emit="update")`: an update stream, per epoch (module docstring)."""
+
+    def __init__(self, node: Node, inputs: Sequence[EdgeInfo]) -> None:
+        super().__init__(node, inputs)
+        self.panes: list[int] = []
+        """Each open group's next pane index, by slot."""
+        self.touched: dict[Key, None] = {}
+        """The groups that received rows in this epoch, in the order of their first row."""
+        self.held: list[Watermark] = []
+        """This epoch's watermarks, applied at its barrier."""
+
+    def _open(self, new: list[Key]) -> None:
+        super()._open(new)
+        panes = self.panes
+        if len(panes) < self.slot_count:
+            panes.extend([0] * (self.slot_count - len(panes)))
+        groups = self.groups
+        for key in new:
+            panes[groups[key]] = 0
+
+    def on_chunk(self, port: int, chunk: Chunk) -> list[Message]:
+        super().on_chunk(port, chunk)
+        self.touched.update(dict.fromkeys(self._keys(chunk)))
+        return []
+
+    def on_watermark(self, port: int, watermark: Watermark) -> list[Message]:
+        self.held.append(watermark)
+        return []
+
+    def on_barrier(self, epoch: int) -> list[Message]:
+        out: list[Message] = []
+        if self.touched:
+            out.append(self._updates(list(self.touched)))
+            self.touched.clear()
+        return out + self._apply_held()
+
+    def on_end(self) -> list[Message]:
+        out = self._apply_held()
+        self.touched.clear()
+        return out + super().on_end()
+
+    def _apply_held(self) -> list[Message]:
+        """Step 2: the held watermarks, in arrival order, as `emit="close"` applies them."""
+        held, self.held = self.held, []
+        out: list[Message] = []
+        for watermark in held:
+            out += super().on_watermark(0, watermark)
+        return out
+
+    def _key_columns(self, keys: list[Key]) -> dict[str, list[Any]]:
+        if len(self.keys) == 1:
+            return {self.keys[0]: list(keys)}
+        return {name: [key[i] for key in keys] for i, name in enumerate(self.keys)}  # type: ignore[index]
+
+    def _updates(self, keys: list[Key]) -> Chunk:
+        """Step 1: each group's value so far, `"EARLY"`, not its last row."""
+        columns = self._key_columns(keys)
+        slots = [self.groups[key] for key in keys]
+        for name, table in zip(self.names, self.tables, strict=True):
+            columns[name] = [table.current(slot) for slot in slots]
+        panes = self.panes
+        indexes = [panes[slot] for slot in slots]
+        for slot in slots:
+            panes[slot] += 1
+        columns[PANE_TIMING] = [EARLY] * len(keys)
+        columns[PANE_INDEX] = indexes
+        columns[PANE_IS_LAST] = [False] * len(keys)
+        return Chunk(columns, len(keys))
+
+    def _emit(self, keys: list[Key]) -> Chunk:
+        """A group's closing row: `"ON_TIME"`, its last (the group is dropped)."""
+        indexes = [self.panes[self.groups[key]] for key in keys]
+        chunk = super()._emit(keys)
+        chunk.columns[PANE_TIMING] = [ON_TIME] * len(keys)
+        chunk.columns[PANE_INDEX] = indexes
+        chunk.columns[PANE_IS_LAST] = [True] * len(keys)
+        return chunk
+
+    def snapshot(self) -> list[tuple[Key, list[Any]]]:
+        panes, groups = self.panes, self.groups
+        return [(key, [*saved, panes[groups[key]]]) for key, saved in super().snapshot()]
+
+    def restore(self, state: list[tuple[Key, list[Any]]]) -> None:
+        super().restore([(key, saved[:-1]) for key, saved in state])
+        for key, saved in state:
+            self.panes[self.groups[key]] = saved[-1]
+
+
+def combine_operator(node: Node, inputs: Sequence[EdgeInfo]) -> CombineOperator:
+    """The operator of a `CombinePerKey`, by its `emit` mode."""
+    transform = node.transform
+    assert isinstance(transform, CombinePerKey)
+    if transform.updates:
+        return UpdateCombineOperator(node, inputs)
+    return CombineOperator(node, inputs)
+
+
+class FinalsOperator(Operator):
+    """`finals()`: the rows with `pane_is_last`, without the pane columns."""
+
+    def on_chunk(self, port: int, chunk: Chunk) -> list[Message]:
+        last = chunk.columns[PANE_IS_LAST]
+        kept = sum(1 for flag in last if flag)
+        if not kept:
+            return []
+        columns = {
+            name: values for name, values in chunk.columns.items() if name not in PANE_COLUMNS
+        }
+        return [Chunk(columns, chunk.size).compress(last, kept)]

@@ -117,7 +117,7 @@ class Executor:
         self.counters = [EdgeCounters(node.info.watermarked) for node in nodes]
         self.records = {node_id: EdgeRecord(self.epochs) for node_id in recorded}
         self.checks = (
-            [EdgeCheck(node.label, node.info.schema) for node in nodes]
+            [EdgeCheck(node.label, node.info.schema, node.info.updates) for node in nodes]
             if check_invariants
             else None
         )
@@ -147,6 +147,12 @@ class Executor:
         self.epoch = self.epochs
         for source in self.sources:
             self._end(source.node.id)
+        self._ended()
+
+    def _ended(self) -> None:
+        """The input ended: the checks that hold only then."""
+        for check in self.checks or ():
+            check.end()
 
     def _run_aligned(self, alignment: Alignment) -> None:
         """Epochs until every source has read all of its own, some held back by `alignment`."""
@@ -178,6 +184,7 @@ class Executor:
         self.epochs = self.epoch = epoch
         for source in self.sources:
             self._end(source.node.id)
+        self._ended()
 
     def deliver(self, edge: int, message: Message) -> None:
         checks = self.checks

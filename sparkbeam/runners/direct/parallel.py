@@ -189,7 +189,10 @@ class ParallelExecutor:
         self.released = [0]
         """Per epoch: how many filters have ended it (with `max_drift` the next is then planned)."""
         self.records = {
-            node_id: UnitsRecord(self.epochs, self.layout.units[node_id]) for node_id in recorded
+            node_id: UnitsRecord(
+                self.epochs, self.layout.units[node_id], nodes[node_id].info.updates is not None
+            )
+            for node_id in recorded
         }
         self.counters = [
             [EdgeCounters(node.info.watermarked) for _ in range(self.epochs + 1)] for node in nodes
@@ -229,7 +232,9 @@ class ParallelExecutor:
             for unit in self.units[node.id]:
                 unit.epoch = start_epoch
                 if self.check_invariants:
-                    unit.check = EdgeCheck(unit.name, node.info.schema)
+                    unit.check = EdgeCheck(
+                        unit.name, node.info.schema, node.info.updates, resumed=start_epoch > 0
+                    )
                     order = node.transform.output_order()
                     if order is not None:
                         unit.order_check = OrderCheck(
@@ -307,6 +312,10 @@ class ParallelExecutor:
         stuck = [unit.name for units in self.units for unit in units if not unit.done]
         if stuck:
             raise RuntimeError(f"parallel run ended with units still running: {stuck}")
+        for units in self.units:
+            for unit in units:
+                if unit.check is not None:
+                    unit.check.end()
         assert self.reading.end is not None
         self.epochs = self.reading.end
 

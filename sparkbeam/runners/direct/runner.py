@@ -13,7 +13,7 @@ from sparkbeam.paths import DRIVER
 from sparkbeam.results import ResultViews
 from sparkbeam.runners.direct import limits
 from sparkbeam.runners.direct.checkpoint import CheckpointPlan, Recovery
-from sparkbeam.runners.direct.combine import CombineOperator
+from sparkbeam.runners.direct.combine import FinalsOperator, combine_operator
 from sparkbeam.runners.direct.connectors import ForEachBatchOperator
 from sparkbeam.runners.direct.elementwise import FilterOperator, MapOperator, SelectOperator
 from sparkbeam.runners.direct.executor import (
@@ -37,7 +37,7 @@ from sparkbeam.runners.direct.windows import HopOperator, TumbleOperator
 from sparkbeam.runners.shared.writes import refuse_existing_outputs, refuse_overlapping_writes
 from sparkbeam.schema import Row, columns_to_rows, to_external
 from sparkbeam.time import ONE_MICROSECOND
-from sparkbeam.transforms.combine import CombinePerKey
+from sparkbeam.transforms.combine import CombinePerKey, Finals
 from sparkbeam.transforms.connectors import ForEachBatch, ReadFromSpark
 from sparkbeam.transforms.elementwise import Filter, Map, Select
 from sparkbeam.transforms.files import ReadFiles, WriteFiles
@@ -63,7 +63,8 @@ OPERATORS: dict[type, OperatorFactory] = {
     Select: SelectOperator,
     Tumble: TumbleOperator,
     Hop: HopOperator,
-    CombinePerKey: CombineOperator,
+    CombinePerKey: combine_operator,
+    Finals: FinalsOperator,
     Sort: SortOperator,
     Session: SessionOperator,
     Union: UnionOperator,

@@ -30,6 +30,7 @@ from sparkbeam.transforms.files import WriteFiles
 from sparkbeam.transforms.join import Join
 from sparkbeam.transforms.sort import Sort
 from sparkbeam.transforms.windows import Session
+from sparkbeam.updates import ON_TIME, PANE_IS_LAST, PANE_TIMING
 
 
 @dataclass(frozen=True)
@@ -245,12 +246,18 @@ class SourceUnit(Unit):
 
 
 class UnitsRecord:
-    """What the units of one recorded node emitted, tagged with the epoch it belongs to."""
+    """What the units of one recorded node emitted, tagged with the epoch it belongs to.
 
-    def __init__(self, epochs: int, units: int) -> None:
+    On an update stream (`updates`), each epoch lists the rows every unit made
+    in step 1 (a touched group's update) before those of step 2 (a closing
+    row: `"ON_TIME"` or last), as one unit does.
+    """
+
+    def __init__(self, epochs: int, units: int, updates: bool = False) -> None:
         self.chunks: list[list[Chunk]] = [[] for _ in range(epochs + 1)]
         """Per epoch (grown as epochs come: with `max_drift` their number is not known)."""
         self.units = units
+        self.updates = updates
         self.events: list[tuple[int, int, Any]] = []
         """`(epoch, unit, Watermark)`, or `(epoch, -1, units)` where the unit count changed."""
 
@@ -274,6 +281,8 @@ class UnitsRecord:
         self.epoch(epochs)
         record = EdgeRecord(epochs)
         record.chunks = self.chunks[: epochs + 1]
+        if self.updates:
+            record.chunks = [updates_first(chunks) for chunks in record.chunks]
         merger = Merger(self.units)
         for epoch, unit, item in sorted(self.events, key=lambda event: event[0]):
             if unit < 0:
@@ -284,3 +293,23 @@ class UnitsRecord:
                 record.watermarks.append(merged)
                 record.watermark_epochs.append(epoch)
         return record
+
+
+def updates_first(chunks: Sequence[Chunk]) -> list[Chunk]:
+    """An epoch's chunks of an update stream: the step-1 rows of all of them, then the step-2
+    rows (`"ON_TIME"` or `pane_is_last`), each part in the order given."""
+    first: list[Chunk] = []
+    second: list[Chunk] = []
+    for chunk in chunks:
+        closing = [
+            timing == ON_TIME or last
+            for timing, last in zip(
+                chunk.columns[PANE_TIMING], chunk.columns[PANE_IS_LAST], strict=True
+            )
+        ]
+        count = sum(closing)
+        if count < chunk.size:
+            first.append(chunk.compress([not c for c in closing], chunk.size - count))
+        if count:
+            second.append(chunk.compress(closing, count))
+    return first + second

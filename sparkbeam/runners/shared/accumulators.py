@@ -70,6 +70,13 @@ class Accumulators:
         self.values[slot] = self.initial
         return value
 
+    def current(self, slot: int) -> Any:
+        """The group's output so far; the group stays open (an update stream's row)."""
+        saved = self.save(slot)
+        value = self.pop(slot)
+        self.load(slot, saved)
+        return value
+
     def save(self, slot: int) -> Any:
         """A copy of the group's accumulator, for a checkpoint."""
         return self.values[slot]
@@ -353,6 +360,13 @@ class UserCombine(Accumulators):
     def pop(self, slot: int) -> Any:
         try:
             value = self.fn.extract_output(self.accumulators.pop(slot))
+        except Exception as exc:
+            raise self._failed("extract_output", exc) from exc
+        return to_internal_value(value, self.output_type, self.where)
+
+    def current(self, slot: int) -> Any:
+        try:
+            value = self.fn.extract_output(copy.deepcopy(self.accumulators[slot]))
         except Exception as exc:
             raise self._failed("extract_output", exc) from exc
         return to_internal_value(value, self.output_type, self.where)

@@ -170,4 +170,3 @@ def read_file(
             batch = []
     if batch:
         yield rows_to_columns(batch, schema, f"{label} ({path})")
-

@@ -47,9 +47,7 @@ def live_files(run: StreamingTranslation, node: Node) -> DataFrame:
     return connector_frame(reader.options(**options).load(transform.path), node)
 
 
-def refuse_live_nanoseconds(
-    files: Sequence[str], schema: Schema, label: str, paths: Paths
-) -> None:
+def refuse_live_nanoseconds(files: Sequence[str], schema: Schema, label: str, paths: Paths) -> None:
     """Refuse parquet files there at the start that hold nanosecond timestamps.
 
     Spark's file source reads a column of every file in one unit, fixed by the
