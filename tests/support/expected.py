@@ -200,6 +200,45 @@ DIRECT_ROWS: dict[str, list[list[dict[str, Any]]]] = {
     '`emit="event"`': [
         [{"k": "a", "t": 1, "v": 1}, {"k": "b", "t": 6, "v": 2}, {"k": "a", "t": 12, "v": 3}]
     ],
+    '`CombinePerKey(emit="update")` (early results) and `finals()`': [
+        [
+            # epoch 0: window 0's early row; epoch 1: window 10's, then window 0 closes
+            # (the watermark 12 passes it); the end of input closes window 10
+            {
+                "window_start": 0,
+                "n": 2,
+                "total": 3,
+                "pane_timing": "EARLY",
+                "pane_index": 0,
+                "pane_is_last": False,
+            },
+            {
+                "window_start": 10,
+                "n": 1,
+                "total": 3,
+                "pane_timing": "EARLY",
+                "pane_index": 0,
+                "pane_is_last": False,
+            },
+            {
+                "window_start": 0,
+                "n": 2,
+                "total": 3,
+                "pane_timing": "ON_TIME",
+                "pane_index": 1,
+                "pane_is_last": True,
+            },
+            {
+                "window_start": 10,
+                "n": 1,
+                "total": 3,
+                "pane_timing": "ON_TIME",
+                "pane_index": 1,
+                "pane_is_last": True,
+            },
+        ],
+        [{"window_start": 0, "n": 2, "total": 3}, {"window_start": 10, "n": 1, "total": 3}],
+    ],
     "a column of type `object`": [
         [
             {"k": "a", "payload": [1]},

@@ -206,6 +206,14 @@ def emit_event(p: sb.Pipeline, mode: Mode) -> list[sb.PCollection]:
     return [mode.source(p, "a", A).with_watermark("t", 0, emit="event")]
 
 
+def update_mode(p: sb.Pipeline, mode: Mode) -> list[sb.PCollection]:
+    """Early results of windows, and their final rows."""
+    windows = watermarked(p, mode).tumble("t", 10)
+    aggregates = {"n": sb.Count(), "total": sb.Sum("v")}
+    updates = windows.combine_per_key(["window_start"], emit="update", **aggregates)
+    return [updates, updates.finals()]
+
+
 def sort_session(p: sb.Pipeline, mode: Mode) -> list[sb.PCollection]:
     return [watermarked(p, mode).sort("t").session("t", 3, keys="k")]
 
@@ -527,6 +535,15 @@ FEATURES: tuple[Feature, ...] = (
             batch=Refused(S.EMIT_EVENT),
             streaming=Refused(S.EMIT_EVENT),
             live=Refused(S.EMIT_EVENT),
+        ),
+    ),
+    Feature(
+        '`CombinePerKey(emit="update")` (early results) and `finals()`',
+        update_mode,
+        _outcomes(
+            batch=Refused(S.UPDATE_MODE),
+            streaming=Refused(S.UPDATE_MODE),
+            live=Refused(S.UPDATE_MODE),
         ),
     ),
     Feature(

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from sparkbeam.graph import Node
 from sparkbeam.runners.shared.refusals import BATCH, LIVE, STREAMING, Refusal
+from sparkbeam.transforms.combine import CombinePerKey
 from sparkbeam.transforms.watermark import WithWatermark
 
 NO_TRANSLATION = Refusal(
@@ -223,9 +224,20 @@ MAX_DRIFT_LIVE = Refusal(
     advice="drop max_drift, or run the pipeline on the direct runner",
 )
 
+UPDATE_MODE = Refusal(
+    name="update-mode",
+    refused='`CombinePerKey(emit="update")` (early results and `finals()`)',
+    modes=(BATCH, STREAMING, LIVE),
+    reason="emit='update' (an update stream of early results) runs on the direct runner for "
+    "now; the Spark runner does not run it yet",
+    advice="run the pipeline on the direct runner, or use emit='close' on the Spark runner "
+    "(each group once, when the watermark passes it)",
+)
+
 REFUSALS = (
     NO_TRANSLATION,
     EMIT_EVENT,
+    UPDATE_MODE,
     OBJECT_COLUMN,
     PARQUET_UINT64,
     PARQUET_LIVE_NANOSECONDS,
@@ -246,6 +258,14 @@ REFUSALS = (
     MAX_DRIFT_LIVE,
 )
 """The Spark runner's refusals, in the order docs/support.md lists them."""
+
+
+def refuse_update_mode(nodes: Sequence[Node]) -> None:
+    """Raise the refusal of the first `CombinePerKey(emit="update")`, before Spark starts."""
+    for node in nodes:
+        transform = node.transform
+        if isinstance(transform, CombinePerKey) and transform.updates:
+            raise UPDATE_MODE.error(node.label)
 
 
 def refuse_streaming_limits(nodes: Sequence[Node]) -> None:

@@ -15,7 +15,7 @@ from sparkbeam.paths import join
 from sparkbeam.runners.shared.writes import refuse_existing_outputs, refuse_overlapping_writes
 from sparkbeam.runners.spark.arrow import require_spark_types
 from sparkbeam.runners.spark.engine_errors import spark_errors
-from sparkbeam.runners.spark.limits import refuse_streaming_limits
+from sparkbeam.runners.spark.limits import refuse_streaming_limits, refuse_update_mode
 from sparkbeam.runners.spark.options import (
     check_conf,
     check_location,
@@ -148,6 +148,7 @@ class SparkRunner:
             return self._run(pipeline)
 
     def _run(self, pipeline: Pipeline) -> SparkResult | SparkStreamingResult:
+        refuse_update_mode(pipeline.nodes)
         refuse_overlapping_writes(pipeline.nodes)
         for node in pipeline.nodes:
             require_spark_types(node.info.schema, node.label, node.transform)
