@@ -36,6 +36,7 @@ MARKER = re.compile(r"^\s*<!--\s*(?P<marker>spark|output|not run:[^>]*?)\s*-->\s
 NOT_RUN = {
     # page: how many ```python blocks it shows without running them
     "deploying.md": 2,  # a Kafka source; a Spark Connect server
+    "early-results.md": 1,  # a MERGE into a Delta table
 }
 
 
