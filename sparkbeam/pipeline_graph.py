@@ -67,7 +67,8 @@ class GraphEdge:
     `watermarks`: the sorted columns that carry a watermark on the edge (`()` on a
     side edge); `side`: `None`, or `"late"` / `"invalid"` for the edge into a
     `late_rows()` / `invalid_rows()` PCollection; `rows`: `None` before a run, then
-    the rows the source sent on the edge.
+    the rows the source sent on the edge; `updates`: on an update stream
+    (`CombinePerKey(emit="update")`), the key columns its rows upsert by, else `None`.
     """
 
     source: str
@@ -75,6 +76,7 @@ class GraphEdge:
     watermarks: tuple[str, ...] = ()
     side: str | None = None
     rows: int | None = None
+    updates: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -111,7 +113,9 @@ class PipelineGraph:
                 if metrics is not None and counted is not None:
                     rows = _rows_sent(counted, side)
                 watermarks = () if side else tuple(sorted(source.info.watermarked))
-                edges.append(GraphEdge(source.label, node.label, watermarks, side, rows))
+                stream = None if side else source.info.updates
+                keys = None if stream is None else stream.keys
+                edges.append(GraphEdge(source.label, node.label, watermarks, side, rows, keys))
         return cls(tuple(graph_nodes), tuple(edges))
 
     def node(self, label: str) -> GraphNode:
@@ -154,6 +158,8 @@ class PipelineGraph:
         lines = []
         if edge.side is not None:
             lines.append(f"{edge.side} rows")
+        if edge.updates is not None:
+            lines.append(_updates_text(edge.updates))
         if edge.watermarks:
             lines.append(f"wm: {', '.join(edge.watermarks)}")
         if edge.rows is not None:
@@ -268,7 +274,9 @@ class PipelineGraph:
         lines = [f"PipelineGraph({len(self.nodes)} transforms, {len(self.edges)} edges)"]
         for edge in self.edges:
             arrow = f"-{edge.side}->" if edge.side else "->"
-            notes = [f"wm: {', '.join(edge.watermarks)}"] if edge.watermarks else []
+            notes = [] if edge.updates is None else [_updates_text(edge.updates)]
+            if edge.watermarks:
+                notes.append(f"wm: {', '.join(edge.watermarks)}")
             if edge.rows is not None:
                 notes.append(_rows_text(edge.rows))
             note = f"  ({'; '.join(notes)})" if notes else ""
@@ -282,6 +290,11 @@ def _rows_sent(counted: TransformMetrics, side: str | None) -> int:
     if side == "invalid":
         return counted.invalid_rows
     return counted.rows_out
+
+
+def _updates_text(keys: tuple[str, ...]) -> str:
+    """How an update stream's edge is marked: upserts, and the keys they are by."""
+    return f"updates by {', '.join(keys)}" if keys else "updates"
 
 
 def _rows_text(rows: int) -> str:

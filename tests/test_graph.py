@@ -269,6 +269,20 @@ def test_invalid_rows_are_a_side_edge_too() -> None:
     assert graph.node("Create").kind == "Create"
 
 
+def test_an_update_stream_is_marked_on_its_edges() -> None:
+    stream = sb.TestStream({"k": str, "t": int}).add_epoch([{"k": "a", "t": 1}])
+    with sb.Pipeline() as p:
+        updates = (p | stream).combine_per_key("k", emit="update", n=sb.Count())
+        finals = updates.finals()
+    graph = p.result.graph()
+    edge = graph.edge(updates.node.label, finals.node.label)
+    assert edge == GraphEdge("CombinePerKey(k)", "finals", (), None, 2, ("k",))
+    assert graph.edge("TestStream", updates.node.label).updates is None
+    assert graph.node("finals").kind == "Finals"
+    assert "updates by k" in graph.to_dot() and "updates by k" in graph.to_mermaid()
+    assert "CombinePerKey(k) -> finals  (updates by k; 2 rows)" in repr(graph)
+
+
 def test_labels_are_escaped_in_dot_and_mermaid() -> None:
     p = sb.Pipeline()
     src = p | 'say "hi" <b> #1 \\ ok' >> sb.Create([{"t": 1}])
