@@ -11,16 +11,19 @@ tests/runners/direct/test_update_properties.py.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
 
 import sparkbeam as sb
 from sparkbeam.errors import InvariantViolation
+from sparkbeam.graph import EdgeInfo, PrimitiveTransform
 from sparkbeam.runners.direct.checks import EdgeCheck
-from sparkbeam.runners.direct.operator import Chunk
+from sparkbeam.runners.direct.operator import Chunk, Message, Operator
+from sparkbeam.runners.direct.runner import OPERATORS
 from sparkbeam.schema import Schema
+from sparkbeam.transforms.validation import single_input
 from sparkbeam.updates import UpdateStream
 
 SCHEMA = {"k": str, "t": int, "v": int}
@@ -457,3 +460,40 @@ def test_a_group_passed_by_the_watermark_after_its_last_row_is_forgotten() -> No
     check.watermark(sb.Watermark("w", 10))
     assert check.panes.closed == set()
     check.end()
+
+
+class LosesLastRows(PrimitiveTransform):
+    """A test-only transform that passes an update stream on without its last rows, and
+    says the stream is whole: the runner's checks must notice."""
+
+    def update_stream(self, inputs: Sequence[EdgeInfo], label: str) -> UpdateStream | None:
+        return single_input(inputs, label).updates
+
+    def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
+        return single_input(inputs, label)
+
+
+class LosesLastRowsOperator(Operator):
+    def on_chunk(self, port: int, chunk: Chunk) -> list[Message]:
+        keep = [not last for last in chunk.columns["pane_is_last"]]
+        return [chunk.compress(keep, sum(keep))]
+
+
+@pytest.fixture
+def loses_last_rows() -> Iterator[None]:
+    OPERATORS[LosesLastRows] = LosesLastRowsOperator
+    try:
+        yield
+    finally:
+        OPERATORS.pop(LosesLastRows, None)
+
+
+@pytest.mark.parametrize("make_runner", RUNNERS)
+def test_the_runner_checks_every_update_stream_edge_to_the_end(
+    make_runner: Callable[[], sb.DirectRunner], loses_last_rows: None
+) -> None:
+    p = sb.Pipeline(runner=make_runner())
+    rows = p | stream_of([{"k": "a", "t": 3, "v": 1}])
+    rows.combine_per_key("k", emit="update", n=sb.Count()) | LosesLastRows()
+    with pytest.raises(InvariantViolation, match=r"LosesLastRows.*had no last row"):
+        p.run()
