@@ -104,12 +104,22 @@ class PaneCheck:
     may have any index (its earlier rows came before the restore).
     """
 
-    __slots__ = ("closed", "keys", "label", "next_index", "resumed", "schema", "whole")
+    __slots__ = (
+        "closed",
+        "float_keys",
+        "keys",
+        "label",
+        "next_index",
+        "resumed",
+        "schema",
+        "whole",
+    )
 
     def __init__(self, label: str, schema: Schema, updates: UpdateStream, resumed: bool) -> None:
         self.label = label
         self.schema = schema
         self.keys = updates.keys
+        self.float_keys = [key for key in self.keys if schema.type_of(key) is float]
         self.whole = updates.whole
         self.resumed = resumed
         self.next_index: dict[tuple[Any, ...], int] = {}
@@ -127,8 +137,7 @@ class PaneCheck:
         )
 
     def chunk(self, chunk: Chunk) -> None:
-        floats = [key for key in self.keys if self.schema.type_of(key) is float]
-        columns = one_nan_in(chunk.columns, floats)
+        columns = one_nan_in(chunk.columns, self.float_keys)
         keys = zip(*(columns[key] for key in self.keys), strict=True) if self.keys else None
         indexes, lasts = chunk.columns[PANE_INDEX], chunk.columns[PANE_IS_LAST]
         next_index, closed = self.next_index, self.closed

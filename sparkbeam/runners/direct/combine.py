@@ -131,13 +131,14 @@ class CombineOperator(Operator):
             waiting.clear()
         return [chunk]
 
-    def _emit(self, keys: list[Key]) -> Chunk:
-        columns: dict[str, list[Any]] = {}
+    def _key_columns(self, keys: list[Key]) -> dict[str, list[Any]]:
+        """The key columns of the groups `keys`."""
         if len(self.keys) == 1:
-            columns[self.keys[0]] = list(keys)
-        else:
-            for i, name in enumerate(self.keys):
-                columns[name] = [key[i] for key in keys]  # type: ignore[index]
+            return {self.keys[0]: list(keys)}
+        return {name: [key[i] for key in keys] for i, name in enumerate(self.keys)}  # type: ignore[index]
+
+    def _emit(self, keys: list[Key]) -> Chunk:
+        columns = self._key_columns(keys)
         groups = self.groups
         slots = [groups.pop(key) for key in keys]
         for name, table in zip(self.names, self.tables, strict=True):
@@ -222,11 +223,6 @@ class UpdateCombineOperator(CombineOperator):
         for watermark in held:
             out += super().on_watermark(0, watermark)
         return out
-
-    def _key_columns(self, keys: list[Key]) -> dict[str, list[Any]]:
-        if len(self.keys) == 1:
-            return {self.keys[0]: list(keys)}
-        return {name: [key[i] for key in keys] for i, name in enumerate(self.keys)}  # type: ignore[index]
 
     def _updates(self, keys: list[Key]) -> Chunk:
         """Step 1: each group's value so far, `"EARLY"`, not its last row."""
