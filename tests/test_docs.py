@@ -164,3 +164,120 @@ def test_page_stands_on_its_own(page: Path) -> None:
         if OUTSIDE.search(line)
     ]
     assert not found, "\n".join(found)
+
+
+INLINE_CODE = re.compile(r"(`+)(?:(?!\1).)+?\1", re.DOTALL)
+LINK = re.compile(
+    r"!?\[(?:[^\]\[]|\[[^\]]*\])*\]"  # [text], [text [nested]], ![image]
+    r"\(\s*<?(?P<target>[^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)"  # (target "title")
+)
+REFERENCE = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*<?(?P<target>\S+?)>?(?:\s.*)?$", re.MULTILINE)
+HEADING = re.compile(r"^#{1,6}\s+(?P<title>.+?)\s*#*\s*$")
+EXPLICIT_ANCHOR = re.compile(r"\{[^}]*#(?P<id>[\w-]+)[^}]*\}")
+
+
+def prose(page: Path) -> str:
+    """The page without its fenced code blocks and inline code: what a reader follows."""
+    lines = page.read_text(encoding="utf-8").splitlines()
+    fenced = {index for block in blocks(page) for index in
+              range(block.line - 1, block.line + block.source.count("\n") + 1)}
+    kept = "\n".join("" if index in fenced else line for index, line in enumerate(lines))
+    return INLINE_CODE.sub("", kept)
+
+
+def slug(title: str) -> str:
+    """The anchor the site gives a heading (Python-Markdown's toc: lower case, punctuation
+    dropped, runs of spaces and hyphens one hyphen)."""
+    text = EXPLICIT_ANCHOR.sub("", title)
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text).replace("`", "")
+    text = re.sub(r"[^\w\s-]", "", text).strip().lower()
+    return re.sub(r"[-\s]+", "-", text)
+
+
+def anchors(page: Path) -> set[str]:
+    """The heading anchors of `page` (a repeated heading's later ones get `_1`, `_2`...)."""
+    found: set[str] = set()
+    for line in prose(page).splitlines():
+        heading = HEADING.match(line)
+        if not heading:
+            continue
+        explicit = EXPLICIT_ANCHOR.search(heading["title"])
+        anchor = explicit["id"] if explicit else slug(heading["title"])
+        unique, n = anchor, 0
+        while unique in found:
+            n += 1
+            unique = f"{anchor}_{n}"
+        found.add(unique)
+    return found
+
+
+def links(page: Path) -> list[str]:
+    text = prose(page)
+    return [m["target"] for m in LINK.finditer(text)] + [
+        m["target"] for m in REFERENCE.finditer(text)
+    ]
+
+
+def broken_link(page: Path, target: str) -> str | None:
+    """Why `target`, a link of `page`, leads nowhere a reader of the repository can go, or None.
+
+    A relative target must name a file inside the repository (never up out of it, as
+    `../shared/...` would), and its `#anchor`, if any, a heading of that Markdown page.
+    Links to `https://` pages are allowed as they are: they are references to Spark's,
+    Beam's and other projects' own documentation, which no clone could hold, and are not
+    fetched (the suite runs offline). Any other scheme (`http:`, `file:`, `mailto:`) and
+    absolute paths are refused: nothing on a reader's machine answers them.
+    """
+    if target.startswith("https://"):
+        return None
+    if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.IGNORECASE) or target.startswith("/"):
+        return "not a relative path inside the repository, nor an https:// reference"
+    path_part, _, anchor = target.partition("#")
+    resolved = (page.parent / path_part).resolve() if path_part else page
+    if not resolved.is_relative_to(ROOT):
+        return "leaves the repository"
+    if not resolved.exists():
+        return "names no file of the repository"
+    if anchor and resolved.suffix == ".md" and anchor not in anchors(resolved):
+        return f"names no heading of {resolved.relative_to(ROOT)}"
+    return None
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
+def test_links_resolve_inside_the_repository(page: Path) -> None:
+    found = links(page)
+    broken = [f"{page.name}: ({target}) {why}" for target in found
+              if (why := broken_link(page, target))]
+    assert not broken, "\n".join(broken)
+
+
+def test_link_check_finds_broken_links(tmp_path: Path) -> None:
+    inside = ROOT / "docs" / "concepts.md"
+    assert broken_link(inside, "../../shared/SPEC.md") == "leaves the repository"
+    assert broken_link(inside, "nowhere.md") == "names no file of the repository"
+    assert broken_link(inside, "testing.md#no-such-heading") is not None
+    assert broken_link(inside, "#invariant-w") is None
+    assert broken_link(inside, "late-data.md") is None
+    assert broken_link(inside, "file:///etc/passwd") is not None
+    assert broken_link(inside, "https://spark.apache.org/docs/latest/") is None
+
+
+# Words of the project's own that a reader meets on several pages: each page that uses one
+# links to the Concepts section that explains it (a page may explain it in place instead,
+# and then it is not in this list's sense jargon).
+JARGON = {
+    "concepts.md#invariant-w": re.compile(r"\binvariant W\b", re.IGNORECASE),
+    "concepts.md#judge-columns-how-spark-drops-the-same-rows": re.compile(
+        r"(?:\b(?:the|a|its|their|own)|'s|s')\s+\*?judges?\b|\bjudge columns?\b|\bjudges\.\w+"
+    ),
+}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
+def test_jargon_links_to_its_explanation(page: Path) -> None:
+    if page.name == "concepts.md":
+        return
+    text, targets = prose(page), {target.removeprefix("docs/") for target in links(page)}
+    missing = [section for section, term in JARGON.items()
+               if term.search(text) and section not in targets]
+    assert not missing, f"{page.name} uses the terms of {missing} without linking there"
