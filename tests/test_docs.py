@@ -18,6 +18,8 @@ Shell commands and program output use other fences (```sh, ```text) and do not r
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import io
 import re
 from dataclasses import dataclass
@@ -281,3 +283,72 @@ def test_jargon_links_to_its_explanation(page: Path) -> None:
     missing = [section for section, term in JARGON.items()
                if term.search(text) and section not in targets]
     assert not missing, f"{page.name} uses the terms of {missing} without linking there"
+
+
+def constructed() -> list[str]:
+    """The public classes a user makes with arguments: the transforms and the aggregates."""
+    from sparkbeam.graph import PTransform
+    from sparkbeam.transforms.combine import AggregateFn
+
+    return sorted(
+        name
+        for name in sb.__all__
+        if isinstance(getattr(sb, name), type)
+        and issubclass(getattr(sb, name), PTransform | AggregateFn)
+        and getattr(sb, name) is not PTransform
+    )
+
+
+ARGS_SECTION = re.compile(r"^Args:\n(?P<body>(?:(?: {4}.*)?\n)+)", re.MULTILINE)
+ARGUMENT = re.compile(r"^ {4}\**(?P<name>\w+):", re.MULTILINE)
+
+
+@functools.cache
+def as_docs_tools_read_it() -> Any:
+    """The package as the API page's tools read it (griffe, for mkdocstrings): from source."""
+    import griffe
+
+    return griffe.load("sparkbeam", search_paths=[str(ROOT)])
+
+
+@pytest.mark.parametrize("name", constructed())
+def test_api_page_shows_each_transforms_parameters(name: str) -> None:
+    """The API page renders a class's constructor from the source: it names the parameters a
+    user passes (not a `*values` that fills fields), and the docstring's `Args:` section
+    describes each of them, in order."""
+    cls = getattr(sb, name)
+    by_python = list(inspect.signature(cls).parameters)
+    path = f"{cls.__module__}.{cls.__qualname__}".removeprefix("sparkbeam.")
+    rendered = as_docs_tools_read_it()[path].parameters
+    assert [p.name for p in rendered if p.name != "self"] == by_python
+    assert "values" not in by_python
+    section = ARGS_SECTION.search((inspect.getdoc(cls) or "") + "\n")
+    assert section, f"{name}'s docstring has no Args: section"
+    described = [m["name"] for m in ARGUMENT.finditer(section["body"])]
+    assert described == by_python, f"{name}: Args: describes {described}, takes {by_python}"
+
+
+# Methods and attributes a user never calls: the pipeline's and the runners' own.
+INTERNAL = {"watermark_rule", "drift_units", "delay_units", "bind", "infer", "default_label",
+            "parameters", "window_keys", "interval_bounds", "output_type", "apply",
+            "live_node_ids", "add_assertion", "info", "snapshot", "of_run"}
+
+
+def test_api_page_lists_only_what_users_call() -> None:
+    """mkdocs.yml shows no member of a class unless docs/api.md lists it (`members: false`
+    by default, so a new method of the pipeline's own never reaches the page); each member
+    listed exists, is public and is none of the internal ones."""
+    config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    assert re.search(r"^\s+members: false$", config, re.MULTILINE)
+    api = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    entries = re.split(r"^(?=::: )", api, flags=re.MULTILINE)[1:]
+    listed: dict[str, list[str]] = {}
+    for entry in entries:
+        name = re.match(r"::: sparkbeam\.[\w.]*\.(\w+)", entry)
+        assert name
+        listed[name[1]] = re.findall(r"^\s+- (\w+)$", entry, re.MULTILINE)
+    assert listed["PCollection"] and listed["PipelineResult"]
+    for name, members in listed.items():
+        for member in members:
+            assert hasattr(getattr(sb, name), member), f"{name}.{member} does not exist"
+            assert not member.startswith("_") and member not in INTERNAL, f"{name}.{member}"
