@@ -352,3 +352,21 @@ def test_api_page_lists_only_what_users_call() -> None:
         for member in members:
             assert hasattr(getattr(sb, name), member), f"{name}.{member} does not exist"
             assert not member.startswith("_") and member not in INTERNAL, f"{name}.{member}"
+
+
+CODE_WIDTH = 88
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
+def test_code_fits_the_page(page: Path) -> None:
+    """Python and shell blocks keep within 88 characters a line: about what the site's
+    content column shows at 1280 px without wrapping (docs/stylesheets/extra.css wraps the
+    rest; printed output may be longer, it is what the program prints)."""
+    long = [
+        f"{page.name}:{block.line + 1 + number}: {len(line)} characters"
+        for block in blocks(page)
+        if block.info in {"python", "sh"}
+        for number, line in enumerate(block.source.splitlines())
+        if len(line) > CODE_WIDTH
+    ]
+    assert not long, "\n".join(long)
