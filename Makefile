@@ -1,6 +1,8 @@
 # The two commands a new user needs (see README.md):
-#   make example   install everything and run examples/orders_per_minute.py
-#   make test      lint, type-check, build the docs site and run the whole test suite
+#   make example   install what the example needs (Java, the spark and graph extras, dot)
+#                  and run examples/orders_per_minute.py
+#   make test      install everything else too; lint, type-check, build the docs site and
+#                  run the whole test suite
 #   make test-more the random agreement tests with MORE (40) fresh examples: before a change
 #                  to the Spark runner is done (docs/layout.md)
 VENV := .venv
@@ -11,9 +13,10 @@ MORE ?= 40
 .PHONY: install example test test-more bench
 
 install:
-	bash scripts/bootstrap.sh
+	bash scripts/bootstrap.sh all
 
-example: install
+example:
+	bash scripts/bootstrap.sh example
 	$(PY) examples/orders_per_minute.py
 
 test: install

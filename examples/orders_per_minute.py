@@ -1,13 +1,14 @@
-"""Orders per minute: the pipeline of SPEC section 5 on a few dozen generated orders.
+"""Orders per minute: a count and a revenue per one-minute window, over a few dozen orders.
 
 Orders arrive in six micro-batches (epochs), some out of order and a few so
 late that the watermark (5 minutes behind the newest order) has passed them:
-those are dropped and counted. Run it with `python examples/orders_per_minute.py`
-(add `--runner spark` for the Spark runner once it is installed).
+those are dropped and counted. Run it in the project's environment,
+`.venv/bin/python examples/orders_per_minute.py` (`make example` makes it; add
+`--runner spark` for the Spark runner).
 
 It prints the windows, each transform's metrics, and where it wrote the
 pipeline's picture (`--picture PATH`, SVG or PNG; by default
-`orders_per_minute.svg` in the system's temporary directory): every
+`orders_per_minute.svg` in a new temporary directory, never the current one): every
 transform, the rows on every edge, the columns that carry a watermark there,
 and the late orders. Without Graphviz it writes the picture's DOT source.
 """
@@ -55,10 +56,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runner", default="direct", choices=["direct", "spark"])
     parser.add_argument(
         "--picture",
-        default=os.path.join(tempfile.gettempdir(), "orders_per_minute.svg"),
-        help="where to write the pipeline's picture (.svg or .png)",
+        help="where to write the pipeline's picture (.svg or .png); by default into a new "
+        "temporary directory",
     )
     args = parser.parse_args(argv)
+    picture = args.picture or os.path.join(
+        tempfile.mkdtemp(prefix="orders_per_minute-"), "orders_per_minute.svg"
+    )
 
     stream = sb.TestStream()
     for rows in generate_orders():
@@ -91,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     print()
     print(result.metrics())
-    print(f"\nThe pipeline's picture: {write_picture(result.graph(), args.picture)}")
+    print(f"\nThe pipeline's picture: {write_picture(result.graph(), picture)}")
 
 
 def write_picture(graph: sb.PipelineGraph, path: str) -> str:

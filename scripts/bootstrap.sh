@@ -1,14 +1,27 @@
 #!/usr/bin/env bash
-# Installs everything sparkbeam needs on a fresh machine, idempotently:
-# Java 17+ (for the Spark runner), Graphviz's dot (to draw pipelines), a
-# virtualenv in .venv, and the package with its spark, connect, frames, graph,
-# docs and test extras. Re-running it is cheap: pip is skipped while pyproject.toml
-# is unchanged.
+# Installs what sparkbeam needs on a fresh machine, idempotently:
+#
+#   bash scripts/bootstrap.sh example   Java 17+ (for the Spark runner), Graphviz's dot (the
+#                                       example draws its pipeline), a virtualenv in .venv
+#                                       and the package with its spark and graph extras
+#   bash scripts/bootstrap.sh all       (the default) the same, plus every other extra
+#                                       (connect, frames, docs, test) and .venv-workers,
+#                                       the Python the tests run Spark's workers on
+#
+# Re-running it is cheap: pip is skipped while pyproject.toml is unchanged since that set
+# of extras was installed (a stamp per set in .venv), so `make test` after `make example`
+# adds the missing extras to the same .venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}
 VENV=.venv
+CHOICE=${1:-all}
+case "$CHOICE" in
+  example) EXTRAS="spark,graph" ;;
+  all) EXTRAS="spark,connect,frames,graph,docs,test" ;;
+  *) echo "usage: bash scripts/bootstrap.sh [example|all]" >&2; exit 2 ;;
+esac
 
 need_java() {
   command -v java >/dev/null 2>&1 || return 0
@@ -40,11 +53,20 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
 
-stamp="$VENV/.sparkbeam-installed"
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+# A stamp per set of extras; `all` holds every extra `example` needs, so its stamp serves both
+# (as does .sparkbeam-installed, the stamp of every extra this script wrote before it had sets).
+fresh() { [ -f "$1" ] && [ ! pyproject.toml -nt "$1" ]; }
+stamp="$VENV/.sparkbeam-installed-$CHOICE"
+if ! fresh "$stamp" && ! fresh "$VENV/.sparkbeam-installed-all" \
+    && ! fresh "$VENV/.sparkbeam-installed"; then
+  echo "bootstrap: installing sparkbeam with the extras $EXTRAS into $VENV"
   "$VENV/bin/python" -m pip install -q --upgrade pip
-  "$VENV/bin/python" -m pip install -q -e '.[spark,connect,frames,graph,docs,test]'
+  "$VENV/bin/python" -m pip install -q -e ".[$EXTRAS]"
   touch "$stamp"
+fi
+
+if [ "$CHOICE" = example ]; then
+  exit 0
 fi
 
 # A Python for Spark's workers with exactly what a vanilla cluster's executors have:

@@ -136,6 +136,10 @@ class Pipeline:
 
     As a context manager it runs on a clean exit and keeps the result in
     `p.result`; `p.run()` runs it and returns the same result.
+
+    Args:
+        runner: `"direct"` (the default), `"spark"`, or a runner object
+            (`sb.DirectRunner(...)`, `sb.SparkRunner(...)`) with options.
     """
 
     def __init__(self, runner: str | Runner | None = None) -> None:

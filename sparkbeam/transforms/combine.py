@@ -104,7 +104,11 @@ class AggregateFn:
 
 @dataclass(frozen=True)
 class Count(AggregateFn):
-    """The number of rows in the group, or of non-None values of `column`."""
+    """The number of rows in the group, or of non-None values of `column`.
+
+    Args:
+        column: Count its non-None values; every row when omitted.
+    """
 
     column: str | None = None
 
@@ -116,7 +120,11 @@ class Count(AggregateFn):
 
 @dataclass(frozen=True)
 class Sum(AggregateFn):
-    """The sum of the non-None values; an integer for an integer column."""
+    """The sum of the non-None values; an integer for an integer column.
+
+    Args:
+        column: The column to aggregate.
+    """
 
     column: str
 
@@ -126,7 +134,11 @@ class Sum(AggregateFn):
 
 @dataclass(frozen=True)
 class Mean(AggregateFn):
-    """The mean of the non-None values, as a float (`None` when there are none)."""
+    """The mean of the non-None values, as a float (`None` when there are none).
+
+    Args:
+        column: The column to aggregate.
+    """
 
     column: str
 
@@ -137,7 +149,11 @@ class Mean(AggregateFn):
 
 @dataclass(frozen=True)
 class Min(AggregateFn):
-    """The smallest non-None value."""
+    """The smallest non-None value.
+
+    Args:
+        column: The column to aggregate.
+    """
 
     column: str
 
@@ -147,7 +163,11 @@ class Min(AggregateFn):
 
 @dataclass(frozen=True)
 class Max(AggregateFn):
-    """The largest non-None value."""
+    """The largest non-None value.
+
+    Args:
+        column: The column to aggregate.
+    """
 
     column: str
 
@@ -157,7 +177,11 @@ class Max(AggregateFn):
 
 @dataclass(frozen=True)
 class CountDistinct(AggregateFn):
-    """The number of distinct non-None values (NaN equals NaN)."""
+    """The number of distinct non-None values (NaN equals NaN).
+
+    Args:
+        column: The column to aggregate.
+    """
 
     column: str
 
@@ -168,7 +192,11 @@ class CountDistinct(AggregateFn):
 
 @dataclass(frozen=True)
 class CollectSet(AggregateFn):
-    """The distinct non-None values as a sorted list (NaN last); empty when there are none."""
+    """The distinct non-None values as a sorted list (NaN last); empty when there are none.
+
+    Args:
+        column: The column to aggregate.
+    """
 
     column: str
 
@@ -200,18 +228,32 @@ class ValueBy(AggregateFn):
 @dataclass(frozen=True)
 class MinBy(ValueBy):
     """`value` of the row with the least non-None `by`; among ties the least `value`
-    (None least); None when no row has a `by`."""
+    (None least); None when no row has a `by`.
+
+    Args:
+        value: The column whose value is the result.
+        by: The column that picks the row.
+    """
 
 
 @dataclass(frozen=True)
 class MaxBy(ValueBy):
     """`value` of the row with the greatest non-None `by`; among ties the greatest `value`
-    (None least); None when no row has a `by`."""
+    (None least); None when no row has a `by`.
+
+    Args:
+        value: The column whose value is the result.
+        by: The column that picks the row.
+    """
 
 
 @dataclass(frozen=True)
 class Any(AggregateFn):
-    """True when a non-None value is True; None when there are no non-None values."""
+    """True when a non-None value is True; None when there are no non-None values.
+
+    Args:
+        column: The column to aggregate.
+    """
 
     column: str
 
@@ -221,7 +263,11 @@ class Any(AggregateFn):
 
 @dataclass(frozen=True)
 class All(AggregateFn):
-    """True when every non-None value is True; None when there are no non-None values."""
+    """True when every non-None value is True; None when there are no non-None values.
+
+    Args:
+        column: The column to aggregate.
+    """
 
     column: str
 
@@ -279,7 +325,15 @@ class CombinePerKey(PrimitiveTransform):
 
     Output columns: the keys, then the aggregates in the order given; with
     `emit="update"`, then `pane_timing`, `pane_index` and `pane_is_last`.
-    `emit` is the mode (`"close"` or `"update"`), never an aggregate.
+
+    Args:
+        keys: The column(s) to group by.
+        emit: `"close"` (the default): one row per group, once the watermark
+            passes it. `"update"`: the group's value so far after every epoch
+            that changes it, then its last row (an update stream). Always the
+            mode, never an aggregate.
+        **aggregates: Output columns by name, each an aggregate (`sb.Count()`,
+            `sb.Sum("v")`, ..., or a `CombineFn`).
     """
 
     keys: tuple[str, ...]

@@ -53,6 +53,14 @@ class ReadFromSpark(PrimitiveTransform):
     """Rows from one of Spark's connectors: `ReadFromSpark("kafka", {"subscribe": "orders", ...})`.
 
     Spark runner only. Unbounded unless `bounded=True` (then a batch read).
+
+    Args:
+        format: The connector's name, as for `spark.readStream.format(...)`
+            (`"kafka"`, `"rate"`, `"delta"`, ...).
+        options: The connector's options, passed to Spark as they are.
+        schema: Column names and types of the rows the pipeline uses (`kafka` and
+            `rate` have theirs built in).
+        bounded: `True` for a batch read (`spark.read`) instead of a stream.
     """
 
     format: str
@@ -90,7 +98,12 @@ class ReadFromSpark(PrimitiveTransform):
 
 @dataclass(frozen=True, eq=False, init=False)
 class ForEachBatch(PrimitiveTransform):
-    """Calls `fn(rows, batch_id)` with the rows of each batch; the rows pass on unchanged."""
+    """Calls `fn(rows, batch_id)` with the rows of each batch; the rows pass on unchanged.
+
+    Args:
+        fn: Called as `fn(rows, batch_id)`: the batch's rows (a list of dicts) and
+            its id; after a failure a batch runs again with the same id.
+    """
 
     fn: Callable[[list[Row], int], Any]
 

@@ -43,6 +43,11 @@ class Select(PrimitiveTransform):
     Output columns: the positional names in order, then the keyword ones. A
     keyword value is an expression (`sb.col`, `sb.lit`, operators, functions);
     a plain str names a column; a plain number, bool or datetime is a literal.
+
+    Args:
+        *columns: Names of input columns to keep, in order.
+        **expressions: Output columns by name: an expression, a column name (str)
+            or a literal.
     """
 
     outputs: tuple[tuple[str, Expr], ...]
@@ -199,7 +204,20 @@ class Map(RowFunction):
     the columns `fn` leaves unchanged; their watermarks pass through, all
     others are dropped. Over an update stream `keeps` must name every key and
     pane column.
+
+    Args:
+        fn: The function, from a row (a dict) to a row.
+        schema: The output's column names and types; the input's when omitted.
+        keeps: Columns `fn` passes through unchanged: their watermarks are kept.
     """
+
+    def __init__(
+        self,
+        fn: Callable[[Row], Any],
+        schema: Schema | Mapping[str, Any] | None = None,
+        keeps: Sequence[str] = (),
+    ) -> None:
+        super().__init__(fn, schema, keeps)
 
     def update_stream(self, inputs: Sequence[EdgeInfo], label: str) -> UpdateStream | None:
         """Over an update stream: kept when `keeps` names every key and pane column."""
@@ -212,7 +230,12 @@ class Map(RowFunction):
 class Filter(PrimitiveTransform):
     """Keep the rows where `predicate` is true: a bool expression (`sb.col("amount") >= 5`,
     run natively on Spark; a `None` result drops the row, as SQL's WHERE) or a Python function
-    of the row (a dict). Every watermark passes through."""
+    of the row (a dict). Every watermark passes through.
+
+    Args:
+        predicate: A bool expression (`sb.col("amount") >= 5`) or a function from a
+            row (a dict) to a bool.
+    """
 
     predicate: Callable[[Row], bool] | Expr
 

@@ -156,6 +156,16 @@ class ReadFiles(PrimitiveTransform):
     is read as it is on both runners (not by a live source on Spark, which
     refuses it); a time that is not a whole microsecond is a `DataError` naming
     the column and the file.
+
+    Args:
+        path: A file or a directory of files, a local path or a URI
+            (`s3://...`, `hdfs://...`).
+        format: `"parquet"`, `"json"` (JSON lines) or `"csv"` (with a header row).
+        schema: Column names and types (a dict or a `Schema`). Parquet files carry
+            their own (each file is checked against it); JSON and CSV need it.
+        streaming: `True` for an unbounded input, one epoch per file in name order;
+            on Spark, in a run with sinks, Spark's file source reading the
+            directory as it grows.
     """
 
     path: str
@@ -221,7 +231,14 @@ class ReadFiles(PrimitiveTransform):
 
 @dataclass(frozen=True, init=False)
 class WriteFiles(PrimitiveTransform):
-    """Write every row to files under the directory `path`; the rows pass on unchanged."""
+    """Write every row to files under the directory `path`; the rows pass on unchanged.
+
+    Args:
+        path: The directory to write into, a local path or a URI.
+        format: `"parquet"`, `"json"` (JSON lines) or `"csv"` (with a header row).
+        mode: `"overwrite"` (the directory's old files are deleted first) or
+            `"error"` (an existing path is refused).
+    """
 
     path: str
     format: str

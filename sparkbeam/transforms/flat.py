@@ -10,13 +10,13 @@ Watermark rules:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sparkbeam.errors import DataError, PipelineError, described
 from sparkbeam.graph import PTransform, init_fields, input_node
-from sparkbeam.schema import Row
+from sparkbeam.schema import Row, Schema
 from sparkbeam.transforms.elementwise import Filter, Map, RowFunction, Select
 
 if TYPE_CHECKING:
@@ -30,7 +30,21 @@ class FlatMap(RowFunction):
     The output schema is `schema` when given, else the input's. `keeps` names
     the columns every output row copies from its input row; their watermarks
     pass through, all others are dropped.
+
+    Args:
+        fn: The function, from a row (a dict) to an iterable of rows.
+        schema: The output's column names and types; the input's when omitted.
+        keeps: Columns every output row copies from its input row: their
+            watermarks are kept.
     """
+
+    def __init__(
+        self,
+        fn: Callable[[Row], Iterable[Row]],
+        schema: Schema | Mapping[str, Any] | None = None,
+        keeps: Sequence[str] = (),
+    ) -> None:
+        super().__init__(fn, schema, keeps)
 
 
 def flat_rows(fn: Callable[[Row], Iterable[Row]], row: Row, label: str) -> list[Row]:
@@ -97,6 +111,10 @@ class Partition(PTransform):
     and every watermark of the input (removing rows never breaks a promise).
     `fn` is called once per row on the direct runner; Spark may call it again
     for each output it computes, so it should be deterministic.
+
+    Args:
+        fn: Called as `fn(row, n)`; returns the output (`0` to `n - 1`) of the row.
+        n: How many outputs.
     """
 
     fn: Callable[[Row, int], int]

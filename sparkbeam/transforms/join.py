@@ -59,7 +59,19 @@ class JoinLayout:
 
 @dataclass(frozen=True, eq=False, init=False)
 class Join(PrimitiveTransform):
-    """`a.join(b, on=["k"], how="left")`; add `times=` and `within=` for an interval join."""
+    """`a.join(b, on=["k"], how="left")`; add `times=` and `within=` for an interval join.
+
+    Args:
+        other: The right side.
+        on: The key column(s), named alike on both sides.
+        how: `"inner"`, `"left"`, `"right"` or `"full"`.
+        times: `(left_time, right_time)` for an interval join.
+        within: `(lower, upper)`: an interval join matches when
+            `left_time + lower <= right_time <= left_time + upper`.
+        suffix: Added to a right-side column whose name the output already has.
+        policy: `"min"` or `"max"`: how the watermarks of the two sides merge on
+            the keys watermarked on both (as for `Union`).
+    """
 
     other: Node
     """The node of the right side."""

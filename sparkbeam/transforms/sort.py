@@ -21,7 +21,12 @@ from sparkbeam.transforms.validation import column_names, require_time_column, s
 
 @dataclass(frozen=True, init=False)
 class Sort(PrimitiveTransform):
-    """Emit rows in `column` order as the watermark on `column` releases them."""
+    """Emit rows in `column` order as the watermark on `column` releases them.
+
+    Args:
+        column: The event-time column to sort by; it must carry a watermark.
+        keys: Column(s) to sort within: rows come out in `column` order per key.
+    """
 
     column: str
     keys: tuple[str, ...]

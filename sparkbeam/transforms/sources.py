@@ -34,6 +34,11 @@ class Create(PrimitiveTransform):
     The schema is inferred from the rows (columns in order of first
     appearance) unless `schema` is given. Rows are checked against it when the
     pipeline runs (`DataError` names the row).
+
+    Args:
+        rows: The rows, each a dict of column name to value.
+        schema: Column names and types (a dict such as `{"t": datetime, "v": int}`
+            or a `Schema`); inferred from the rows when omitted.
     """
 
     rows: tuple[Row, ...]
@@ -58,6 +63,10 @@ class TestStream(PrimitiveTransform):
     A builder, as in Beam: `add_epoch` appends and returns the same object.
     Applying it takes a frozen snapshot (`TestStreamSource`), so epochs added
     afterwards do not change a pipeline already built.
+
+    Args:
+        schema: Column names and types (a dict or a `Schema`); inferred from the
+            rows of the epochs when omitted.
     """
 
     __test__ = False  # not a pytest test class

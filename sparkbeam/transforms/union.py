@@ -51,7 +51,13 @@ def check_policy(policy: object, label: str) -> None:
 
 @dataclass(frozen=True, eq=False, init=False)
 class Union(PrimitiveTransform):
-    """`a | Union(b, c)` or `a.union(b, c, policy="max")`: the rows of `a`, `b` and `c`."""
+    """`a | Union(b, c)` or `a.union(b, c, policy="max")`: the rows of `a`, `b` and `c`.
+
+    Args:
+        *others: The PCollections to add to the one it is applied to.
+        policy: `"min"`: a column's output watermark is the least of the inputs';
+            `"max"`: the greatest (rows below it are late).
+    """
 
     others: tuple[Node, ...]
     """The nodes of the other inputs."""

@@ -58,7 +58,21 @@ IdleAfter = int | _dt.timedelta | str
 
 @dataclass(frozen=True)
 class WithWatermark(PrimitiveTransform):
-    """Declare `column` an event time with out-of-orderness `delay`; drop late rows."""
+    """Declare `column` an event time with out-of-orderness `delay`; drop late rows.
+
+    Args:
+        column: The event-time column (`datetime` or integer).
+        delay: How far behind the largest time seen the watermark stays: a
+            `timedelta`, interval text (`"5 minutes"`) or, on an integer column,
+            an integer.
+        emit: `"periodic"`: the watermark rises at the end of each epoch;
+            `"event"`: after every row (direct runner only).
+        idle_after: An input without rows for this many epochs (an integer), or
+            this long (a duration), stops holding back the watermark where
+            inputs meet.
+        max_drift: How far this watermark may run ahead of the slowest other
+            one it meets before its sources are held back (a duration).
+    """
 
     column: str
     delay: Duration

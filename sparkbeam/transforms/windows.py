@@ -103,6 +103,12 @@ class Tumble(PrimitiveTransform):
     Watermark rule: `W(column, t)` gives `W(column, t)`,
     `W(window_start, tumble_start(t))` and `W(window_end, tumble_start(t) + size)`;
     other watermarks pass through.
+
+    Args:
+        column: The event-time column the windows are over.
+        size: The windows' length (a duration; an integer on an integer column).
+        offset: Windows start at the epoch (1970-01-01) plus `offset`, plus
+            multiples of `size`.
     """
 
     column: str
@@ -137,6 +143,13 @@ class Hop(PrimitiveTransform):
     Watermark rule: with `s0 = floor_to_slide(t - size) + slide`, the start of
     the earliest window that can hold a time `>= t`: `W(column, t)`,
     `W(window_start, s0)`, `W(window_end, s0 + size)`; others pass through.
+
+    Args:
+        column: The event-time column the windows are over.
+        size: The windows' length (a duration; an integer on an integer column).
+        slide: How far each window starts after the one before.
+        offset: Windows start at the epoch (1970-01-01) plus `offset`, plus
+            multiples of `slide`.
     """
 
     column: str
@@ -180,6 +193,12 @@ class Session(PrimitiveTransform):
     Watermark rule: `W(column, t)` gives `W(window_end, t)` and
     `W(window_start, min(t, start of the oldest open session))`, after the
     closed sessions' rows; other watermarks are dropped (rows are held).
+
+    Args:
+        column: The event-time column.
+        gap: The largest gap between two consecutive rows of one session (a
+            duration; an integer on an integer column).
+        keys: Column(s) each key of which has sessions of its own.
     """
 
     column: str
