@@ -30,6 +30,7 @@ from sparkbeam.graph import EdgeInfo, PrimitiveTransform, init_fields
 from sparkbeam.paths import Paths, UnreachablePath, base_name, join, read_text
 from sparkbeam.paths import current as current_paths
 from sparkbeam.schema import Schema, type_name
+from sparkbeam.transforms.casts import cast_refusal
 from sparkbeam.transforms.validation import single_input
 
 FORMATS = ("parquet", "json", "csv")
@@ -110,39 +111,95 @@ def unreadable_parquet(path: str, label: str, exc: BaseException) -> DataError:
     )
 
 
-def parquet_schema(path: str, label: str, paths: Paths | None = None) -> Schema:
-    """Our schema of one parquet file's footer (read through `paths`)."""
+def parquet_footer(path: str, label: str, paths: Paths | None = None) -> Any:
+    """The Arrow schema (`pyarrow.Schema`) of one parquet file's footer, read through `paths`;
+    a `DataError` naming the file when it cannot be read."""
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError as exc:  # pragma: no cover - pyarrow comes with the spark extra
         raise PipelineError(f"{label}: reading parquet needs pyarrow: pip install pyarrow") from exc
-    fields: list[tuple[str, type]] = []
     with (paths or current_paths()).open_input(path) as handle:
         try:
-            footer = pq.read_schema(handle)
+            return pq.read_schema(handle)
         except (pa.ArrowException, OSError) as exc:
             raise unreadable_parquet(path, label, exc) from exc
-    for field in footer:
-        kind = field.type
-        if pa.types.is_timestamp(kind):
-            fields.append((field.name, _dt.datetime))
-        elif pa.types.is_boolean(kind):
-            fields.append((field.name, bool))
-        elif pa.types.is_integer(kind):
-            fields.append((field.name, int))
-        elif pa.types.is_floating(kind):
-            fields.append((field.name, float))
-        elif pa.types.is_string(kind) or pa.types.is_large_string(kind):
-            fields.append((field.name, str))
-        elif pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
-            fields.append((field.name, bytes))
-        else:
+
+
+def column_type(arrow_type: Any) -> type | None:
+    """The column type a parquet column of `arrow_type` (as pyarrow reads it) is read as;
+    None for one sparkbeam does not read (decimals, dates, lists, structs, ...)."""
+    import pyarrow as pa
+
+    if pa.types.is_timestamp(arrow_type):
+        return _dt.datetime
+    if pa.types.is_boolean(arrow_type):
+        return bool
+    if pa.types.is_integer(arrow_type):
+        return int
+    if pa.types.is_floating(arrow_type):
+        return float
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        return str
+    if pa.types.is_binary(arrow_type) or pa.types.is_large_binary(arrow_type):
+        return bytes
+    return None
+
+
+def parquet_schema(path: str, label: str, paths: Paths | None = None) -> Schema:
+    """Our schema of one parquet file's footer (read through `paths`): every column of it,
+    a `PipelineError` naming one that sparkbeam does not read."""
+    fields: list[tuple[str, type]] = []
+    for field in parquet_footer(path, label, paths):
+        kind = column_type(field.type)
+        if kind is None:
             raise PipelineError(
-                f"{label}: column {field.name!r} of {path!r} has type {kind}, which sparkbeam "
-                "does not read; select other columns with schema="
+                f"{label}: column {field.name!r} of {path!r} has type {field.type}, which "
+                "sparkbeam does not read; give schema= naming the other columns (a dict of "
+                "column name to type), or rewrite the file with the column as one of int64, "
+                "double, bool, string, binary, timestamp"
             )
+        fields.append((field.name, kind))
     return Schema(tuple(fields))
+
+
+def parquet_mismatch(label: str, path: str, footer: Any, schema: Schema, origin: str) -> str | None:
+    """What differs between the parquet file `path` (its footer: a `pyarrow.Schema`) and
+    `schema` (which `origin` gave: `"schema="`, the first file), naming the column, the
+    file's type and the schema's, and what to do; None when every column of `schema` is
+    in the file with its type."""
+    from sparkbeam.arrow import arrow_type
+
+    for name, kind in schema.fields:
+        wanted = f"{type_name(kind)} in {origin}"
+        if name not in footer.names:
+            return (
+                f"{label}: {path!r} has no column {name!r} ({wanted}); its columns are "
+                f"{footer.names}: rewrite the file with the column, or leave {name!r} out of "
+                "schema="
+            )
+        found_type = footer.field(name).type
+        found = column_type(found_type)
+        if found is kind:
+            continue
+        rewrite = f"rewrite the file with {name!r} as {arrow_type(kind)}"
+        if found is None:
+            return (
+                f"{label}: column {name!r} of {path!r} is {found_type} in the file, which "
+                f"sparkbeam does not read, and {wanted}; {rewrite}, or leave {name!r} out "
+                "of schema="
+            )
+        convert = (
+            f"sb.col({name!r}).cast({type_name(kind)}) in a Select"
+            if cast_refusal(found, kind) is None
+            else "a Map"
+        )
+        return (
+            f"{label}: column {name!r} of {path!r} is {found_type} ({type_name(found)}) in "
+            f"the file but {wanted}; make them agree: {rewrite}, or, if the file is right, "
+            f"read {name!r} as {type_name(found)} (in schema=) and convert it with {convert}"
+        )
+    return None
 
 
 @dataclass(frozen=True, init=False)
@@ -177,6 +234,13 @@ class ReadFiles(PrimitiveTransform):
     def default_label(self) -> str:
         return f"ReadFiles({base_name(self.path) or self.path})"
 
+    @property
+    def schema_origin(self) -> str:
+        """What gave the schema, as messages name it: `schema=`, or the files' footers."""
+        if self.schema is not None:
+            return "schema="
+        return "the schema read from the files when ReadFiles was applied"
+
     def parameters(self) -> tuple[tuple[str, str], ...]:
         return (("format", self.format),) + ((("streaming", "yes"),) if self.streaming else ())
 
@@ -191,17 +255,15 @@ class ReadFiles(PrimitiveTransform):
                 raise PipelineError(
                     f"{label}: {self.path!r} holds no files to read a schema from; give schema="
                 )
+            origin = "schema="
+            if schema is None:
+                schema = parquet_schema(files[0], label)
+                origin = f"the schema read from {files[0]!r}"
             for file in files:
-                found = parquet_schema(file, label)
-                if schema is None:
-                    schema = found
-                for name, kind in schema.fields:
-                    if name not in found or found.type_of(name) is not kind:
-                        has = type_name(found.type_of(name)) if name in found else "no such column"
-                        raise PipelineError(
-                            f"{label}: schema says column {name!r} is {type_name(kind)}, but "
-                            f"{file!r} has {has}; fix schema= or the files"
-                        )
+                footer = parquet_footer(file, label)
+                mismatch = parquet_mismatch(label, file, footer, schema, origin)
+                if mismatch is not None:
+                    raise PipelineError(mismatch)
         elif schema is None:
             raise PipelineError(
                 f"{label}: {self.format} files do not store their column types; give schema= "

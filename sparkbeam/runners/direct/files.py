@@ -35,7 +35,8 @@ class ReadFilesOperator(SourceOperator):
             files = self.files if epoch == 0 else []
         for path in files:
             schema, kind = self.node.info.schema, self.transform.format
-            for columns in read_file(path, kind, schema, self.label):
+            origin = self.transform.schema_origin
+            for columns in read_file(path, kind, schema, self.label, DRIVER, origin):
                 yield Chunk(columns, len(next(iter(columns.values()), [])))
 
 
