@@ -453,6 +453,33 @@ def test_a_parquet_column_of_another_type_names_the_file_the_column_both_types_a
     assert len(text.splitlines()) == 1, text
 
 
+def test_spark_s_parquet_type_mismatch_is_told_from_the_footer_of_the_file_it_names(
+    tmp_path: Path,
+) -> None:
+    """A file Spark's own reader fails on (one a live source finds while it runs): the runner
+    reads the footer of the file Spark names and says what the direct runner says."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from sparkbeam.runners.spark.engine_errors import spark_errors
+
+    pq.write_table(pa.table({"n": [1]}), tmp_path / "a.parquet")
+    p = sb.Pipeline()
+    rows = p | "Orders" >> sb.ReadFiles(str(tmp_path))
+    pq.write_table(pa.table({"n": ["seven"]}), tmp_path / "b.parquet")
+    with pytest.raises(sb.DataError) as direct:
+        p.run().collect(rows)
+    spark_said = (
+        "[FAILED_READ_FILE.PARQUET_COLUMN_DATA_TYPE_MISMATCH] Error while reading file "
+        f"{(tmp_path / 'b.parquet').as_uri()}. Data type mismatches when reading Parquet "
+        "column [n]. Expected Spark type bigint, actual Parquet type BINARY. SQLSTATE: KD001"
+    )
+    with pytest.raises(sb.DataError) as caught, spark_errors(p.nodes):
+        raise RuntimeError(spark_said)
+    assert str(caught.value) == str(direct.value)
+    assert "column 'n' of " in str(caught.value) and "b.parquet" in str(caught.value)
+
+
 def test_a_parquet_column_outside_the_schema_is_not_read(runner: Any, tmp_path: Path) -> None:
     """A column of a type sparkbeam does not read (a date) is no obstacle when schema= leaves
     it out (it was refused when the footer was read, with advice to do just that)."""

@@ -199,7 +199,7 @@ def read_files(translation: Translation, node: Node, inputs: Sequence[DataFrame]
         reader = translation.spark.read.format(transform.format).options(**options)
         frame = reader.schema(spark_schema(file_schema, node.label)).load(transform.path)
         return frame.select(*schema.names)
-    by_file = nanosecond_columns(files, schema, node.label, paths)
+    by_file = nanosecond_columns(files, schema, node.label, paths, transform.schema_origin)
     groups: dict[frozenset[str], list[str]] = {}
     for file in files:
         groups.setdefault(by_file.get(file, frozenset()), []).append(file)
