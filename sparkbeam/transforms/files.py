@@ -3,6 +3,7 @@
 - Formats: `parquet`, `json` (one object per line, as Spark writes it) and
   `csv` (with a header row; an empty field is `None`). Timestamps in json and
   csv are ISO 8601 with microseconds and an offset (`2026-04-01T10:00:00.000000Z`).
+  Both runners write the same physical types and text (`WriteFiles`).
 - `path` is a file or a directory; a directory's files are read in name
   order, skipping names that start with `_` or `.` (Spark's `_SUCCESS`,
   checksums), not recursing; of a directory a Spark streaming file sink
@@ -29,7 +30,7 @@ from sparkbeam.errors import DataError, PipelineError, first_line
 from sparkbeam.graph import EdgeInfo, PrimitiveTransform, init_fields
 from sparkbeam.paths import Paths, UnreachablePath, base_name, join, read_text
 from sparkbeam.paths import current as current_paths
-from sparkbeam.schema import Schema, type_name
+from sparkbeam.schema import Schema, list_element, type_name
 from sparkbeam.transforms.casts import cast_refusal
 from sparkbeam.transforms.validation import single_input
 
@@ -282,7 +283,25 @@ class ReadFiles(PrimitiveTransform):
 
 @dataclass(frozen=True, init=False)
 class WriteFiles(PrimitiveTransform):
-    """Write every row to files under the directory `path`; the rows pass on unchanged."""
+    """Write every row to files under the directory `path`; the rows pass on unchanged.
+
+    Both runners write the same types and the same text, so their outputs
+    concatenate and merge in pandas or Spark as they are:
+
+    - Parquet: `int` as int64, `float` as double, `bool`, `str` as string,
+      `bytes` as binary, `datetime` as `timestamp[us, tz=UTC]` (INT64
+      microseconds marked UTC: pandas reads `datetime64[us, UTC]`), a list
+      column as a list of its element's type; every column nullable.
+    - JSON lines and CSV (with a header row): times in UTC as
+      `2026-04-01T10:00:00.123456Z`, floats as Spark (Java) spells them
+      (`29.99`, `1.0E7`, `1.0E-4`, `NaN`, `Infinity`), booleans `true` and
+      `false`; JSON leaves a `None` out and holds lists as arrays; in CSV a
+      `None` is an empty field and an empty string `""`. Bytes are written
+      in parquet only, lists in parquet and JSON.
+
+    `mode="overwrite"` replaces what is at `path`; `mode="error"` refuses a
+    path that exists.
+    """
 
     path: str
     format: str
@@ -314,13 +333,24 @@ class WriteFiles(PrimitiveTransform):
             raise PipelineError(
                 f"{label}: {self.path!r} exists and mode='error'; remove it or use mode='overwrite'"
             )
-        unwritable = [name for name, kind in source.schema.fields if kind is object]
-        if unwritable or (
-            self.format != "parquet" and bytes in dict(source.schema.fields).values()
-        ):
+        fields = source.schema.fields
+        unwritable = [name for name, kind in fields if kind is object]
+        if unwritable:
             raise PipelineError(
-                f"{label}: columns of type object (or bytes outside parquet) cannot be written; "
-                "give them a concrete type with Map(schema=...)"
+                f"{label}: column(s) {unwritable} of type object cannot be written; give them "
+                "a concrete type with Map(schema=...)"
+            )
+        binary = [name for name, kind in fields if kind is bytes]
+        lists = [name for name, kind in fields if list_element(kind) is not None]
+        if self.format != "parquet" and binary:
+            raise PipelineError(
+                f"{label}: bytes column(s) {binary} cannot be written as {self.format}; write "
+                "parquet, or turn them into text in a Map (bytes.hex(), base64)"
+            )
+        if self.format == "csv" and lists:
+            raise PipelineError(
+                f"{label}: list column(s) {lists} cannot be written as csv (Spark's CSV writer "
+                "has no lists); write parquet or json, or join them into text in a Map"
             )
         return source
 

@@ -12,7 +12,7 @@ import datetime as _dt
 import io
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Final
 
 from sparkbeam.arrow import from_arrow
 from sparkbeam.errors import DataError
@@ -53,6 +53,14 @@ def _bad(path: str, where: str, column: str, value: Any, kind: type, label: str)
     )
 
 
+NOT_A_NUMBER_TEXT: Final = {
+    "NaN": float("nan"),
+    "Infinity": float("inf"),
+    "-Infinity": float("-inf"),
+}
+"""The strings JSON holds for floats that are no number (as Spark writes and reads them)."""
+
+
 def _text(path: str, paths: Paths) -> io.TextIOWrapper:
     return io.TextIOWrapper(paths.open_input(path), encoding="utf-8", newline="")
 
@@ -76,6 +84,8 @@ def read_json(path: str, schema: Schema, label: str, paths: Paths = DRIVER) -> I
                         value = _timestamp(value)
                     except ValueError:
                         raise _bad(path, f"line {number}", name, value, kind, label) from None
+                elif kind is float and isinstance(value, str) and value in NOT_A_NUMBER_TEXT:
+                    value = NOT_A_NUMBER_TEXT[value]
                 row[name] = value
             yield row
 

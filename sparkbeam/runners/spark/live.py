@@ -20,6 +20,7 @@ from sparkbeam.runners.spark.translate import (
     connector_frame,
     file_options,
     files_schema,
+    nullable,
 )
 from sparkbeam.schema import Schema, columns_to_rows
 from sparkbeam.transforms.connectors import ForEachBatch, call_batch
@@ -73,7 +74,7 @@ def file_sink(node: Node) -> Sink:
     assert isinstance(transform, WriteFiles)
 
     def attach(frame: DataFrame) -> Any:
-        writer = frame.writeStream.format(transform.format)
+        writer = nullable(frame).writeStream.format(transform.format)
         writer = writer.options(**file_options(transform.format, write=True))
         return writer.option("path", transform.path)
 
