@@ -10,8 +10,8 @@ Spark's writers put in them, so that the two runners' outputs hold the same line
   characters escaped (`\\n`, `\\u001F`), a float that is no number as a string
   (`"NaN"`), list columns as arrays.
 - CSV: a header row, `\\n` line ends, `None` an empty field and the empty
-  string `""`; a field holding `,`, `"`, a line break or space at either end
-  is quoted, `"` doubled inside.
+  string `""`; a field holding `,`, `"` or a line break is quoted, `"`
+  doubled inside (spaces at either end are kept, unquoted).
 """
 
 from __future__ import annotations
@@ -113,9 +113,7 @@ def csv_field(value: Any) -> str:
     if isinstance(value, _dt.datetime):
         return timestamp_text(value)
     text = str(value)
-    if isinstance(value, str) and (
-        not text or text[0].isspace() or text[-1].isspace() or not _CSV_QUOTED.isdisjoint(text)
-    ):
+    if isinstance(value, str) and (not text or not _CSV_QUOTED.isdisjoint(text)):
         return '"' + text.replace('"', '""') + '"'
     return text
 

@@ -1088,7 +1088,7 @@ SINK_ROWS = [
         "n": 8,
         "x": -0.0,
         "ok": True,
-        "note": "x",
+        "note": " x ",
         "raw": b"y",
     },
 ]
