@@ -1105,7 +1105,13 @@ def sink_outputs(runner: Any, directory: Path) -> None:
     text.write_files(str(directory / "rows.json"), format="json")
     text.write_files(str(directory / "rows.csv"), format="csv")
     windows = rows.tumble("t", "1 minute").combine_per_key(
-        ["k", "window_start"], rows=sb.Count(), ns=sb.CollectSet("n"), last=sb.Max("t")
+        ["k", "window_start"],
+        rows=sb.Count(),
+        last=sb.Max("t"),
+        ns=sb.CollectSet("n"),
+        oks=sb.CollectSet("ok"),
+        notes=sb.CollectSet("note"),
+        ts=sb.CollectSet("t"),
     )
     windows.write_files(str(directory / "windows.parquet"))
     windows.write_files(str(directory / "windows.json"), format="json")
