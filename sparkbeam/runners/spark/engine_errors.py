@@ -47,9 +47,10 @@ _ENGINE_ERRORS: list[tuple[tuple[str, ...], type[ValueError], str]] = [
     (
         _PARQUET_TYPE_MARKS,
         DataError,
-        "ReadFiles: a parquet file's column type differs from the schema (Spark names the "
-        "file and the column below); make them agree: rewrite the file with the schema's "
-        "type, or read the column as the file's type (schema=) and convert it (cast, Map)",
+        "ReadFiles: a parquet file's column type differs from the schema (Spark's words "
+        "after this name the file and the column); make them agree: rewrite the file with "
+        "the schema's type, or read the column as the file's type (schema=) and convert it "
+        "(cast, Map)",
     ),
     (
         (
