@@ -336,3 +336,20 @@ def test_a_window_ending_after_what_spark_streaming_holds_is_a_data_error(
     text = str(caught.value)
     assert text.startswith(f"Spans: the row's window ends after {INT_TIME_RANGE[1]}"), text
     assert str(t) in text and "java." not in text
+
+
+@pytest.mark.parametrize("format", ["json", "csv"])
+def test_floats_that_are_no_number_survive_a_file(runner: Any, tmp_path: Any, format: str) -> None:
+    """Written as Spark writes them (`NaN`, `Infinity`; a string in JSON) and read back, on
+    both runners."""
+    rows = [{"i": 0, "x": NAN}, {"i": 1, "x": math.inf}, {"i": 2, "x": -math.inf}]
+    w = sb.Pipeline()
+    (w | sb.Create(rows)).write_files(str(tmp_path / "out"), format=format)
+    w.run()
+    text = "".join(path.read_text() for path in (tmp_path / "out").iterdir())
+    assert ('"x":"NaN"' if format == "json" else ",NaN\n") in text, text
+    p = sb.Pipeline(runner=runner)
+    read = p | sb.ReadFiles(str(tmp_path / "out"), format=format, schema={"i": int, "x": float})
+    got = sorted(p.run().collect(read), key=lambda row: row["i"])
+    assert [row["i"] for row in got] == [0, 1, 2]
+    assert all(same(row["x"], want["x"]) for row, want in zip(got, rows, strict=True)), got

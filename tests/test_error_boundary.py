@@ -424,6 +424,78 @@ def test_a_corrupt_parquet_file_is_a_data_error_naming_it(runner: Any, tmp_path:
     assert text.startswith("Orders: ") and "a.parquet" in text and "corrupt" in text
 
 
+@pytest.mark.parametrize("given", [True, False], ids=["schema given", "schema read"])
+def test_a_parquet_column_of_another_type_names_the_file_the_column_both_types_and_the_fix(
+    runner: Any, tmp_path: Path, given: bool
+) -> None:
+    """A file added after `ReadFiles` was applied, whose column is text where the schema says
+    int: the same words on both runners (Spark's own line said "a file added after the
+    pipeline was built?" and named neither type in our terms)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    t = pa.array([0], pa.timestamp("us", tz="UTC"))
+    pq.write_table(pa.table({"n": [1], "t": t}), tmp_path / "a.parquet")
+    p = sb.Pipeline(runner=runner)
+    schema = {"n": int, "t": datetime} if given else None
+    rows = p | "Orders" >> sb.ReadFiles(str(tmp_path), schema=schema)
+    pq.write_table(pa.table({"n": ["seven"], "t": t}), tmp_path / "b.parquet")
+    with pytest.raises(sb.DataError) as caught:
+        p.run().collect(rows)
+    text = str(caught.value)
+    no_jvm(text)
+    assert text.startswith("Orders: column 'n' of "), text
+    assert repr(str(tmp_path / "b.parquet")) in text, text
+    assert "is string (str) in the file but int in " in text, text
+    assert ("schema=;" in text) is given, text
+    assert "rewrite the file with 'n' as int64" in text, text
+    assert "sb.col('n').cast(int)" in text, text
+    assert len(text.splitlines()) == 1, text
+
+
+def test_spark_s_parquet_type_mismatch_is_told_from_the_footer_of_the_file_it_names(
+    tmp_path: Path,
+) -> None:
+    """A file Spark's own reader fails on (one a live source finds while it runs): the runner
+    reads the footer of the file Spark names and says what the direct runner says."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from sparkbeam.runners.spark.engine_errors import spark_errors
+
+    pq.write_table(pa.table({"n": [1]}), tmp_path / "a.parquet")
+    p = sb.Pipeline()
+    rows = p | "Orders" >> sb.ReadFiles(str(tmp_path))
+    pq.write_table(pa.table({"n": ["seven"]}), tmp_path / "b.parquet")
+    with pytest.raises(sb.DataError) as direct:
+        p.run().collect(rows)
+    spark_said = (
+        "[FAILED_READ_FILE.PARQUET_COLUMN_DATA_TYPE_MISMATCH] Error while reading file "
+        f"{(tmp_path / 'b.parquet').as_uri()}. Data type mismatches when reading Parquet "
+        "column [n]. Expected Spark type bigint, actual Parquet type BINARY. SQLSTATE: KD001"
+    )
+    with pytest.raises(sb.DataError) as caught, spark_errors(p.nodes):
+        raise RuntimeError(spark_said)
+    assert str(caught.value) == str(direct.value)
+    assert "column 'n' of " in str(caught.value) and "b.parquet" in str(caught.value)
+
+
+def test_a_parquet_column_outside_the_schema_is_not_read(runner: Any, tmp_path: Path) -> None:
+    """A column of a type sparkbeam does not read (a date) is no obstacle when schema= leaves
+    it out (it was refused when the footer was read, with advice to do just that)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    day = pa.array([datetime(2026, 4, 1).date()], pa.date32())
+    pq.write_table(pa.table({"n": [1], "day": day}), tmp_path / "a.parquet")
+    p = sb.Pipeline(runner=runner)
+    with pytest.raises(sb.PipelineError) as caught:
+        p | "Days" >> sb.ReadFiles(str(tmp_path))
+    assert "column 'day'" in str(caught.value) and "date32" in str(caught.value)
+    rows = p | "Orders" >> sb.ReadFiles(str(tmp_path), schema={"n": int})
+    assert p.run().collect(rows) == [{"n": 1}]
+
+
 @pytest.mark.parametrize("streaming", [False, True], ids=["bounded", "unbounded"])
 def test_a_time_finer_than_a_microsecond_names_the_column_and_file(
     tmp_path: Path, streaming: bool

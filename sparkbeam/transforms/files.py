@@ -3,6 +3,7 @@
 - Formats: `parquet`, `json` (one object per line, as Spark writes it) and
   `csv` (with a header row; an empty field is `None`). Timestamps in json and
   csv are ISO 8601 with microseconds and an offset (`2026-04-01T10:00:00.000000Z`).
+  Both runners write the same physical types and text (`WriteFiles`).
 - `path` is a file or a directory; a directory's files are read in name
   order, skipping names that start with `_` or `.` (Spark's `_SUCCESS`,
   checksums), not recursing; of a directory a Spark streaming file sink
@@ -29,7 +30,8 @@ from sparkbeam.errors import DataError, PipelineError, first_line
 from sparkbeam.graph import EdgeInfo, PrimitiveTransform, init_fields
 from sparkbeam.paths import Paths, UnreachablePath, base_name, join, read_text
 from sparkbeam.paths import current as current_paths
-from sparkbeam.schema import Schema, type_name
+from sparkbeam.schema import Schema, list_element, type_name
+from sparkbeam.transforms.casts import cast_refusal
 from sparkbeam.transforms.validation import single_input
 from sparkbeam.updates import UpdateStream
 
@@ -111,39 +113,95 @@ def unreadable_parquet(path: str, label: str, exc: BaseException) -> DataError:
     )
 
 
-def parquet_schema(path: str, label: str, paths: Paths | None = None) -> Schema:
-    """Our schema of one parquet file's footer (read through `paths`)."""
+def parquet_footer(path: str, label: str, paths: Paths | None = None) -> Any:
+    """The Arrow schema (`pyarrow.Schema`) of one parquet file's footer, read through `paths`;
+    a `DataError` naming the file when it cannot be read."""
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError as exc:  # pragma: no cover - pyarrow comes with the spark extra
         raise PipelineError(f"{label}: reading parquet needs pyarrow: pip install pyarrow") from exc
-    fields: list[tuple[str, type]] = []
     with (paths or current_paths()).open_input(path) as handle:
         try:
-            footer = pq.read_schema(handle)
+            return pq.read_schema(handle)
         except (pa.ArrowException, OSError) as exc:
             raise unreadable_parquet(path, label, exc) from exc
-    for field in footer:
-        kind = field.type
-        if pa.types.is_timestamp(kind):
-            fields.append((field.name, _dt.datetime))
-        elif pa.types.is_boolean(kind):
-            fields.append((field.name, bool))
-        elif pa.types.is_integer(kind):
-            fields.append((field.name, int))
-        elif pa.types.is_floating(kind):
-            fields.append((field.name, float))
-        elif pa.types.is_string(kind) or pa.types.is_large_string(kind):
-            fields.append((field.name, str))
-        elif pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
-            fields.append((field.name, bytes))
-        else:
+
+
+def column_type(arrow_type: Any) -> type | None:
+    """The column type a parquet column of `arrow_type` (as pyarrow reads it) is read as;
+    None for one sparkbeam does not read (decimals, dates, lists, structs, ...)."""
+    import pyarrow as pa
+
+    if pa.types.is_timestamp(arrow_type):
+        return _dt.datetime
+    if pa.types.is_boolean(arrow_type):
+        return bool
+    if pa.types.is_integer(arrow_type):
+        return int
+    if pa.types.is_floating(arrow_type):
+        return float
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        return str
+    if pa.types.is_binary(arrow_type) or pa.types.is_large_binary(arrow_type):
+        return bytes
+    return None
+
+
+def parquet_schema(path: str, label: str, paths: Paths | None = None) -> Schema:
+    """Our schema of one parquet file's footer (read through `paths`): every column of it,
+    a `PipelineError` naming one that sparkbeam does not read."""
+    fields: list[tuple[str, type]] = []
+    for field in parquet_footer(path, label, paths):
+        kind = column_type(field.type)
+        if kind is None:
             raise PipelineError(
-                f"{label}: column {field.name!r} of {path!r} has type {kind}, which sparkbeam "
-                "does not read; select other columns with schema="
+                f"{label}: column {field.name!r} of {path!r} has type {field.type}, which "
+                "sparkbeam does not read; give schema= naming the other columns (a dict of "
+                "column name to type), or rewrite the file with the column as one of int64, "
+                "double, bool, string, binary, timestamp"
             )
+        fields.append((field.name, kind))
     return Schema(tuple(fields))
+
+
+def parquet_mismatch(label: str, path: str, footer: Any, schema: Schema, origin: str) -> str | None:
+    """What differs between the parquet file `path` (its footer: a `pyarrow.Schema`) and
+    `schema` (which `origin` gave: `"schema="`, the first file), naming the column, the
+    file's type and the schema's, and what to do; None when every column of `schema` is
+    in the file with its type."""
+    from sparkbeam.arrow import arrow_type
+
+    for name, kind in schema.fields:
+        wanted = f"{type_name(kind)} in {origin}"
+        if name not in footer.names:
+            return (
+                f"{label}: {path!r} has no column {name!r} ({wanted}); its columns are "
+                f"{footer.names}: rewrite the file with the column, or leave {name!r} out of "
+                "schema="
+            )
+        found_type = footer.field(name).type
+        found = column_type(found_type)
+        if found is kind:
+            continue
+        rewrite = f"rewrite the file with {name!r} as {arrow_type(kind)}"
+        if found is None:
+            return (
+                f"{label}: column {name!r} of {path!r} is {found_type} in the file, which "
+                f"sparkbeam does not read, and {wanted}; {rewrite}, or leave {name!r} out "
+                "of schema="
+            )
+        convert = (
+            f"sb.col({name!r}).cast({type_name(kind)}) in a Select"
+            if cast_refusal(found, kind) is None
+            else "a Map"
+        )
+        return (
+            f"{label}: column {name!r} of {path!r} is {found_type} ({type_name(found)}) in "
+            f"the file but {wanted}; make them agree: {rewrite}, or, if the file is right, "
+            f"read {name!r} as {type_name(found)} (in schema=) and convert it with {convert}"
+        )
+    return None
 
 
 @dataclass(frozen=True, init=False)
@@ -188,6 +246,13 @@ class ReadFiles(PrimitiveTransform):
     def default_label(self) -> str:
         return f"ReadFiles({base_name(self.path) or self.path})"
 
+    @property
+    def schema_origin(self) -> str:
+        """What gave the schema, as messages name it: `schema=`, or the files' footers."""
+        if self.schema is not None:
+            return "schema="
+        return "the schema read from the files when ReadFiles was applied"
+
     def parameters(self) -> tuple[tuple[str, str], ...]:
         return (("format", self.format),) + ((("streaming", "yes"),) if self.streaming else ())
 
@@ -202,17 +267,15 @@ class ReadFiles(PrimitiveTransform):
                 raise PipelineError(
                     f"{label}: {self.path!r} holds no files to read a schema from; give schema="
                 )
+            origin = "schema="
+            if schema is None:
+                schema = parquet_schema(files[0], label)
+                origin = f"the schema read from {files[0]!r}"
             for file in files:
-                found = parquet_schema(file, label)
-                if schema is None:
-                    schema = found
-                for name, kind in schema.fields:
-                    if name not in found or found.type_of(name) is not kind:
-                        has = type_name(found.type_of(name)) if name in found else "no such column"
-                        raise PipelineError(
-                            f"{label}: schema says column {name!r} is {type_name(kind)}, but "
-                            f"{file!r} has {has}; fix schema= or the files"
-                        )
+                footer = parquet_footer(file, label)
+                mismatch = parquet_mismatch(label, file, footer, schema, origin)
+                if mismatch is not None:
+                    raise PipelineError(mismatch)
         elif schema is None:
             raise PipelineError(
                 f"{label}: {self.format} files do not store their column types; give schema= "
@@ -232,6 +295,20 @@ class ReadFiles(PrimitiveTransform):
 @dataclass(frozen=True, init=False)
 class WriteFiles(PrimitiveTransform):
     """Write every row to files under the directory `path`; the rows pass on unchanged.
+
+    Both runners write the same types and the same text, so their outputs
+    concatenate and merge in pandas or Spark as they are:
+
+    - Parquet: `int` as int64, `float` as double, `bool`, `str` as string,
+      `bytes` as binary, `datetime` as `timestamp[us, tz=UTC]` (INT64
+      microseconds marked UTC: pandas reads `datetime64[us, UTC]`), a list
+      column as a list of its element's type; every column nullable.
+    - JSON lines and CSV (with a header row): times in UTC as
+      `2026-04-01T10:00:00.123456Z`, floats as Spark (Java) spells them
+      (`29.99`, `1.0E7`, `1.0E-4`, `NaN`, `Infinity`), booleans `true` and
+      `false`; JSON leaves a `None` out and holds lists as arrays; in CSV a
+      `None` is an empty field and an empty string `""`. Bytes are written
+      in parquet only, lists in parquet and JSON.
 
     Args:
         path: The directory to write into, a local path or a URI.
@@ -274,13 +351,24 @@ class WriteFiles(PrimitiveTransform):
             raise PipelineError(
                 f"{label}: {self.path!r} exists and mode='error'; remove it or use mode='overwrite'"
             )
-        unwritable = [name for name, kind in source.schema.fields if kind is object]
-        if unwritable or (
-            self.format != "parquet" and bytes in dict(source.schema.fields).values()
-        ):
+        fields = source.schema.fields
+        unwritable = [name for name, kind in fields if kind is object]
+        if unwritable:
             raise PipelineError(
-                f"{label}: columns of type object (or bytes outside parquet) cannot be written; "
-                "give them a concrete type with Map(schema=...)"
+                f"{label}: column(s) {unwritable} of type object cannot be written; give them "
+                "a concrete type with Map(schema=...)"
+            )
+        binary = [name for name, kind in fields if kind is bytes]
+        lists = [name for name, kind in fields if list_element(kind) is not None]
+        if self.format != "parquet" and binary:
+            raise PipelineError(
+                f"{label}: bytes column(s) {binary} cannot be written as {self.format}; write "
+                "parquet, or turn them into text in a Map (bytes.hex(), base64)"
+            )
+        if self.format == "csv" and lists:
+            raise PipelineError(
+                f"{label}: list column(s) {lists} cannot be written as csv (Spark's CSV writer "
+                "has no lists); write parquet or json, or join them into text in a Map"
             )
         return source
 

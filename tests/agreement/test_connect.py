@@ -14,6 +14,7 @@ import os
 import pickle
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 
 import sparkbeam as sb
@@ -22,6 +23,7 @@ from tests.agreement.streams import essentials
 from tests.agreement.test_bounded import assert_runners_agree
 from tests.agreement.test_streaming import assert_agree_epoch_by_epoch
 from tests.runners.spark.test_streaming_production import (
+    T0,
     direct_before_flush,
     per_window,
     read_sink,
@@ -105,3 +107,24 @@ def test_sinks_go_on_from_their_checkpoints(connect_spark: Any, tmp_path: Any) -
         with open(os.path.join(calls, name), "rb") as handle:
             called += pickle.load(handle)
     assert row_multiset(called) == expected
+    # the file sink's parquet options reach Spark Connect's server: the direct runner's types
+    parts = list((tmp_path / "out").glob("part-*"))
+    assert parts
+    for part in parts:
+        schema = pq.read_schema(part)
+        assert str(schema.field("window_start").type) == "timestamp[us, tz=UTC]", schema
+        assert all(field.nullable for field in schema), schema
+
+
+def test_a_batch_write_has_the_direct_runner_s_parquet_types(
+    connect_runner: Any, tmp_path: Any
+) -> None:
+    rows = [{"t": T0, "n": 1}]
+    for runner, name in [(sb.DirectRunner(), "direct"), (connect_runner, "connect")]:
+        p = sb.Pipeline(runner=runner)
+        (p | sb.Create(rows)).combine_per_key("t", n=sb.Count()).write_files(tmp_path / name)
+        p.run()
+    direct, connect = (
+        pq.read_schema(next((tmp_path / n).glob("part-*"))) for n in ("direct", "connect")
+    )
+    assert direct.equals(connect), (direct, connect)

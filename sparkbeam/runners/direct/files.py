@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import csv
-import datetime as _dt
-import io
-import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sparkbeam.graph import EdgeInfo, Node
 from sparkbeam.paths import DRIVER, Paths, join
 from sparkbeam.runners.direct.operator import Chunk, Message, Operator, Owner, SourceOperator
+from sparkbeam.runners.direct.text import csv_lines, json_lines
 from sparkbeam.runners.shared.files import read_file
 from sparkbeam.schema import Schema, columns_to_rows
 from sparkbeam.transforms.files import ReadFiles, WriteFiles, data_files
@@ -35,14 +32,9 @@ class ReadFilesOperator(SourceOperator):
             files = self.files if epoch == 0 else []
         for path in files:
             schema, kind = self.node.info.schema, self.transform.format
-            for columns in read_file(path, kind, schema, self.label):
+            origin = self.transform.schema_origin
+            for columns in read_file(path, kind, schema, self.label, DRIVER, origin):
                 yield Chunk(columns, len(next(iter(columns.values()), [])))
-
-
-def _text(value: Any) -> Any:
-    if isinstance(value, _dt.datetime):
-        return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return value
 
 
 def write_files(
@@ -71,17 +63,8 @@ def write_files(
         paths.write_bytes(target, sink.getvalue().to_pybytes())
         return
     rows = [row for chunk in chunks for row in columns_to_rows(chunk.columns, schema)]
-    handle = io.StringIO(newline="")
-    if format == "json":
-        for row in rows:
-            record = {name: _text(value) for name, value in row.items() if value is not None}
-            handle.write(json.dumps(record) + "\n")
-    else:
-        writer = csv.writer(handle)
-        writer.writerow(schema.names)
-        for row in rows:
-            writer.writerow(["" if v is None else _text(v) for v in row.values()])
-    paths.write_bytes(target, handle.getvalue().encode("utf-8"))
+    lines = json_lines(rows) if format == "json" else csv_lines(schema.names, rows)
+    paths.write_bytes(target, "".join(lines).encode("utf-8"))
 
 
 class WriteFilesOperator(Operator):

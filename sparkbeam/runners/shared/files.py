@@ -12,14 +12,14 @@ import datetime as _dt
 import io
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Final
 
 from sparkbeam.arrow import from_arrow
 from sparkbeam.errors import DataError
 from sparkbeam.paths import DRIVER, Paths
 from sparkbeam.schema import Columns, Row, Schema, rows_to_columns, type_name
 from sparkbeam.time import from_micros, to_micros
-from sparkbeam.transforms.files import parquet_schema, unreadable_parquet
+from sparkbeam.transforms.files import parquet_footer, parquet_mismatch, unreadable_parquet
 
 ROWS_PER_CHUNK = 8192
 
@@ -53,6 +53,14 @@ def _bad(path: str, where: str, column: str, value: Any, kind: type, label: str)
     )
 
 
+NOT_A_NUMBER_TEXT: Final = {
+    "NaN": float("nan"),
+    "Infinity": float("inf"),
+    "-Infinity": float("-inf"),
+}
+"""The strings JSON holds for floats that are no number (as Spark writes and reads them)."""
+
+
 def _text(path: str, paths: Paths) -> io.TextIOWrapper:
     return io.TextIOWrapper(paths.open_input(path), encoding="utf-8", newline="")
 
@@ -76,6 +84,8 @@ def read_json(path: str, schema: Schema, label: str, paths: Paths = DRIVER) -> I
                         value = _timestamp(value)
                     except ValueError:
                         raise _bad(path, f"line {number}", name, value, kind, label) from None
+                elif kind is float and isinstance(value, str) and value in NOT_A_NUMBER_TEXT:
+                    value = NOT_A_NUMBER_TEXT[value]
                 row[name] = value
             yield row
 
@@ -97,19 +107,18 @@ def read_csv(path: str, schema: Schema, label: str, paths: Paths = DRIVER) -> It
             yield row
 
 
-def read_parquet(path: str, schema: Schema, label: str, paths: Paths = DRIVER) -> Iterator[Columns]:
+def read_parquet(
+    path: str, schema: Schema, label: str, paths: Paths = DRIVER, origin: str = "schema="
+) -> Iterator[Columns]:
+    """One parquet file's rows as columns, in batches; a `DataError` naming the column, the
+    file's type and `schema`'s (which `origin` gave) when they differ (`parquet_mismatch`)."""
     # Parquet needs pyarrow, an optional dependency: imported only when used.
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    found = parquet_schema(path, label, paths)
-    for name, kind in schema.fields:
-        if name not in found or found.type_of(name) is not kind:
-            has = type_name(found.type_of(name)) if name in found else "no such column"
-            raise DataError(
-                f"{label}: schema says column {name!r} is {type_name(kind)}, but {path!r} has "
-                f"{has} (a file added after the pipeline was built?); fix the files or schema="
-            )
+    mismatch = parquet_mismatch(label, path, parquet_footer(path, label, paths), schema, origin)
+    if mismatch is not None:
+        raise DataError(mismatch)
     # Batch by batch: one chunk's worth of the file in memory at a time, and no
     # `pyarrow.dataset` (whose import pulls in pandas: a fifth of a second).
     with paths.open_input(path) as handle:
@@ -153,12 +162,18 @@ def finer_than_a_microsecond(label: str, column: str, file: str, time: str) -> s
 
 
 def read_file(
-    path: str, format: str, schema: Schema, label: str, paths: Paths = DRIVER
+    path: str,
+    format: str,
+    schema: Schema,
+    label: str,
+    paths: Paths = DRIVER,
+    origin: str = "schema=",
 ) -> Iterator[Columns]:
     """One file's rows as columns, in batches, checked against `schema` (`DataError` names
-    the file and the row); read through `paths`."""
+    the file and the row; `origin`: what gave the schema, for a parquet file's); read
+    through `paths`."""
     if format == "parquet":
-        yield from read_parquet(path, schema, label, paths)
+        yield from read_parquet(path, schema, label, paths, origin)
         return
     reader = read_json if format == "json" else read_csv
     rows = reader(path, schema, label, paths)

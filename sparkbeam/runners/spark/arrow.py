@@ -13,6 +13,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sparkbeam.errors import DataError
 from sparkbeam.paths import Paths, is_local, normalised
 from sparkbeam.runners.shared.files import finer_than_a_microsecond
 from sparkbeam.runners.spark import limits
@@ -20,6 +21,7 @@ from sparkbeam.runners.spark.python_functions import DATA_ERROR_MARK
 from sparkbeam.schema import Schema, list_element, type_name
 from sparkbeam.transforms.combine import AggregateFn, CombinePerKey
 from sparkbeam.transforms.elementwise import RowFunction
+from sparkbeam.transforms.files import parquet_mismatch
 
 _SPARK_TYPES: dict[type, T.DataType] = {
     _dt.datetime: T.TimestampType(),
@@ -78,13 +80,15 @@ def spark_schema(schema: Schema, label: str) -> T.StructType:
 
 
 def nanosecond_columns(
-    files: Sequence[str], schema: Schema, label: str, paths: Paths
+    files: Sequence[str], schema: Schema, label: str, paths: Paths, origin: str = "schema="
 ) -> dict[str, frozenset[str]]:
     """Each parquet file's columns of `schema` that hold nanosecond timestamps (64-bit
     integers: pandas' and pyarrow's default unit), which Spark reads only as the integers
     (`exact_microseconds` makes them times). Refuses unsigned 64-bit integers, which Spark's
     reader fails on deep in a task naming no column, naming the column and the file. Judged by
-    the columns' parquet types (pyarrow shows Spark's own INT96 timestamps as nanoseconds too)."""
+    the columns' parquet types (pyarrow shows Spark's own INT96 timestamps as nanoseconds too).
+    A file whose columns differ from `schema` (which `origin` gave) is the direct runner's
+    `DataError` (`files.parquet_mismatch`), before Spark reads it."""
     found: dict[str, frozenset[str]] = {}
     for file in files:
         with paths.open_input(file) as handle:
@@ -92,6 +96,9 @@ def nanosecond_columns(
                 columns = pq.read_metadata(handle).schema
             except (pa.ArrowException, OSError):
                 continue  # the read names the file (`files.unreadable_parquet`)
+        mismatch = parquet_mismatch(label, file, columns.to_arrow_schema(), schema, origin)
+        if mismatch is not None:
+            raise DataError(mismatch)
         nanos = set()
         for index in range(len(columns)):
             column = columns.column(index)

@@ -24,12 +24,12 @@ from sparkbeam.errors import (
     unexpected,
 )
 from sparkbeam.graph import Node
-from sparkbeam.paths import DRIVER, is_local, local_path
+from sparkbeam.paths import DRIVER, base_name, contains, is_local, join, local_path, normalised
 from sparkbeam.runners.shared.files import read_file
 from sparkbeam.runners.spark.python_functions import DATA_ERROR_MARK, PIPELINE_ERROR_MARK
 from sparkbeam.schema import INT64_MAX, INT64_MIN
 from sparkbeam.transforms.combine import CombineFn, CombinePerKey, Sum
-from sparkbeam.transforms.files import ReadFiles, data_files
+from sparkbeam.transforms.files import ReadFiles, data_files, parquet_footer, parquet_mismatch
 
 _PIPELINE_ERROR = re.compile(
     re.escape(PIPELINE_ERROR_MARK) + r"(.*?)(?:\s*SQLSTATE: \w+)*\s*$", re.M
@@ -40,12 +40,17 @@ _DATA_ERROR = re.compile(re.escape(DATA_ERROR_MARK) + r"(.*?)(?:\s*SQLSTATE: \w+
 _ENGINE_LINE = re.compile(r"\[[\w.]+\]\s*(.*?)\s*(?:SQLSTATE: \w+)?\s*$")
 
 
+_PARQUET_TYPE_MARKS = ("PARQUET_COLUMN_DATA_TYPE_MISMATCH", "SCHEMA_COLUMN_CONVERT")
+"""Spark's words for a parquet column whose type differs from the schema it reads with."""
+
 _ENGINE_ERRORS: list[tuple[tuple[str, ...], type[ValueError], str]] = [
     (
-        ("PARQUET_COLUMN_DATA_TYPE_MISMATCH", "SCHEMA_COLUMN_CONVERT"),
+        _PARQUET_TYPE_MARKS,
         DataError,
-        "ReadFiles: a parquet file's column type differs from the schema (a file added after "
-        "the pipeline was built?)",
+        "ReadFiles: a parquet file's column type differs from the schema (Spark's words "
+        "after this name the file and the column); make them agree: rewrite the file with "
+        "the schema's type, or read the column as the file's type (schema=) and convert it "
+        "(cast, Map)",
     ),
     (
         (
@@ -103,6 +108,32 @@ def _exact_read_error(text: str, nodes: Sequence[Node]) -> DataError | None:
             return exc
         except Exception:
             return None
+    return None
+
+
+def _parquet_type_error(text: str, nodes: Sequence[Node]) -> DataError | None:
+    """The direct runner's `DataError` (file, column, both types, what to do) for the parquet
+    file Spark failed to read with the schema: the footer of the file Spark names, read on
+    the driver and compared with the schema of the `ReadFiles` reading it (None when no
+    footer there can be read or none differs: Spark's own line stays)."""
+    named = [normalised(found) for found in _READ_FILE.findall(text)]
+    for node in nodes:
+        transform = node.transform
+        if not isinstance(transform, ReadFiles) or transform.format != "parquet":
+            continue
+        root = normalised(transform.path)
+        for file in named:
+            if not contains(root, file):
+                continue
+            shown = transform.path if file == root else join(transform.path, base_name(file))
+            try:
+                footer = parquet_footer(file, node.label, DRIVER)
+            except Exception:
+                continue
+            schema, origin = node.info.schema, transform.schema_origin
+            mismatch = parquet_mismatch(node.label, shown, footer, schema, origin)
+            if mismatch is not None:
+                return DataError(mismatch)
     return None
 
 
@@ -275,6 +306,10 @@ def spark_errors(nodes: Sequence[Node] = (), target: Node | None = None) -> Iter
             module = missing.group(1)
             advice = _missing_module_advice(module, _missing_module_labels(module, nodes))
             raise PipelineError(advice) from exc
+        if any(mark in text for mark in _PARQUET_TYPE_MARKS):
+            mismatch = _parquet_type_error(text, nodes)
+            if mismatch is not None:
+                raise mismatch from exc
         if any(mark in text for mark in _PARSE_MARKS):
             exact = _exact_read_error(text, nodes)
             if exact is not None:

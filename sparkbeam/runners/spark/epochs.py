@@ -149,7 +149,8 @@ class EpochFeed:
 
 def _file_table(path: str, transform: ReadFiles, node: Node, paths: Paths) -> pa.Table:
     schema = node.info.schema
-    batches = read_file(path, transform.format, schema, node.label, paths)
+    origin = transform.schema_origin
+    batches = read_file(path, transform.format, schema, node.label, paths, origin)
     tables = [to_arrow(columns, schema, node.label) for columns in batches]
     return pa.concat_tables(tables) if tables else arrow_schema(schema).empty_table()
 

@@ -20,6 +20,7 @@ from sparkbeam.runners.spark.translate import (
     connector_frame,
     file_options,
     files_schema,
+    nullable,
 )
 from sparkbeam.schema import Schema, columns_to_rows
 from sparkbeam.transforms.connectors import ForEachBatch, call_batch
@@ -39,7 +40,7 @@ def live_files(run: StreamingTranslation, node: Node) -> DataFrame:
     paths = paths_of(run.spark)
     files = data_files(transform.path, node.label, paths)
     if transform.format == "parquet":
-        refuse_live_nanoseconds(files, node.info.schema, node.label, paths)
+        refuse_live_nanoseconds(files, node.info.schema, node.label, paths, transform.schema_origin)
     schema = files_schema(transform.format, files, node.info.schema, node.label, paths)
     reader = run.spark.readStream.format(transform.format)
     reader = reader.schema(spark_schema(schema, node.label))
@@ -47,15 +48,18 @@ def live_files(run: StreamingTranslation, node: Node) -> DataFrame:
     return connector_frame(reader.options(**options).load(transform.path), node)
 
 
-def refuse_live_nanoseconds(files: Sequence[str], schema: Schema, label: str, paths: Paths) -> None:
-    """Refuse parquet files there at the start that hold nanosecond timestamps.
+def refuse_live_nanoseconds(
+    files: Sequence[str], schema: Schema, label: str, paths: Paths, origin: str
+) -> None:
+    """Refuse parquet files there at the start that hold nanosecond timestamps (and those
+    whose columns differ from `schema`, which `origin` gave: `nanosecond_columns`).
 
     Spark's file source reads a column of every file in one unit, fixed by the
     read schema when the query starts: reading nanoseconds needs a 64-bit
     integer schema, under which a later file in microseconds reads as
     nanoseconds too (times a thousand times too close to 1970, with no
     error). A batch read and a collected one look at each file's own unit."""
-    for file, nanos in nanosecond_columns(files, schema, label, paths).items():
+    for file, nanos in nanosecond_columns(files, schema, label, paths, origin).items():
         for column in sorted(nanos):
             raise limits.PARQUET_LIVE_NANOSECONDS.error(label, column=column, file=file)
 
@@ -70,7 +74,7 @@ def file_sink(node: Node) -> Sink:
     assert isinstance(transform, WriteFiles)
 
     def attach(frame: DataFrame) -> Any:
-        writer = frame.writeStream.format(transform.format)
+        writer = nullable(frame).writeStream.format(transform.format)
         writer = writer.options(**file_options(transform.format, write=True))
         return writer.option("path", transform.path)
 

@@ -37,7 +37,7 @@ from sparkbeam.runners.spark.sessions import (
 from sparkbeam.runners.spark.shipping import ship_package
 from sparkbeam.runners.spark.streaming import StreamingTranslation
 from sparkbeam.runners.spark.streaming_results import SparkStreamingResult
-from sparkbeam.runners.spark.translate import Translation, file_options
+from sparkbeam.runners.spark.translate import Translation, file_options, nullable
 from sparkbeam.schema import columns_to_rows
 from sparkbeam.transforms.connectors import ForEachBatch, call_batch
 from sparkbeam.transforms.files import WriteFiles
@@ -183,7 +183,8 @@ class SparkRunner:
                     call_batch(transform.fn, rows, 0, node.label)
                 continue
             assert isinstance(transform, WriteFiles)
-            writer = frame.write.mode("overwrite" if transform.mode == "overwrite" else "error")
+            mode = "overwrite" if transform.mode == "overwrite" else "error"
+            writer = nullable(frame).write.mode(mode)
             writer = writer.format(transform.format)
             writer = writer.options(**file_options(transform.format, write=True))
             with spark_errors(pipeline.nodes, node):

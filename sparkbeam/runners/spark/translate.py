@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from sparkbeam.arrow import to_arrow
 from sparkbeam.errors import DataError, PipelineError
@@ -167,23 +168,63 @@ def create(translation: Translation, node: Node, inputs: Sequence[DataFrame]) ->
 
 
 TIMESTAMP_TEXT = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"
-"""How json and csv files hold timestamps: ISO 8601 with microseconds and an offset."""
+"""How json and csv files hold timestamps: ISO 8601 with microseconds and an offset (in
+UTC, `Z`)."""
+
+
+PARQUET_WRITE_OPTIONS = {
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    "spark.sql.parquet.writeLegacyFormat": "false",
+    "spark.sql.parquet.datetimeRebaseModeInWrite": "CORRECTED",
+}
+"""Session settings of Spark's parquet writer, given as options of each write (where they
+override the session's): timestamps as INT64 microseconds in UTC (`timestamp[us, tz=UTC]`,
+as the direct runner writes them; Spark's default is INT96), lists in the standard layout,
+times before 1900 as they are (proleptic Gregorian, as pyarrow writes them)."""
 
 
 def file_options(format: str, *, write: bool) -> dict[str, str]:
-    """Spark reader/writer options that match `transforms.files` (and the direct runner)."""
+    """Spark reader/writer options that match `transforms.files` (and the direct runner's
+    files: `runners.direct.text`): times in UTC whatever the session's time zone, a CSV
+    string's spaces at either end kept (Spark's writer trims them by default), parquet
+    timestamps in microseconds (`PARQUET_WRITE_OPTIONS`)."""
     options: dict[str, str] = {}
     if format in ("json", "csv"):
-        options["mode"] = "FAILFAST"
+        options.update(mode="FAILFAST", timeZone="UTC")
         if write:
             options["timestampFormat"] = TIMESTAMP_TEXT
+    if format == "json" and write:
+        options["ignoreNullFields"] = "true"
+    if format == "parquet" and write:
+        options.update(PARQUET_WRITE_OPTIONS)
     if format == "csv":
         options.update(header="true", quote='"', escape='"')
-        if not write:
+        if write:
+            options.update(ignoreLeadingWhiteSpace="false", ignoreTrailingWhiteSpace="false")
+        else:
             options["multiLine"] = "true"
     if write:
         options.pop("mode", None)
     return options
+
+
+def nullable(frame: DataFrame) -> DataFrame:
+    """`frame` with every column, and every list's elements, nullable, as a `WriteFiles` writes
+    them on both runners (parquet's optional): Spark writes a column it knows holds no None
+    (a count, a window's start) as required. The always-true condition on the partition id
+    is one Spark's optimizer cannot fold away (it folds any that it can prove, and with it
+    the nullability); an empty list of nullable elements is appended to each list."""
+    always = F.spark_partition_id() >= 0
+    columns = []
+    for field in frame.schema.fields:
+        column, kind = F.col(f"`{field.name.replace('`', '``')}`"), field.dataType
+        if isinstance(kind, T.ArrayType) and not kind.containsNull:
+            column = F.concat(column, F.array().cast(T.ArrayType(kind.elementType, True)))
+        elif field.nullable:
+            columns.append(column)
+            continue
+        columns.append(F.when(always, column).alias(field.name))
+    return frame.select(*columns)
 
 
 @translates(ReadFiles)
@@ -199,7 +240,7 @@ def read_files(translation: Translation, node: Node, inputs: Sequence[DataFrame]
         reader = translation.spark.read.format(transform.format).options(**options)
         frame = reader.schema(spark_schema(file_schema, node.label)).load(transform.path)
         return frame.select(*schema.names)
-    by_file = nanosecond_columns(files, schema, node.label, paths)
+    by_file = nanosecond_columns(files, schema, node.label, paths, transform.schema_origin)
     groups: dict[frozenset[str], list[str]] = {}
     for file in files:
         groups.setdefault(by_file.get(file, frozenset()), []).append(file)

@@ -13,6 +13,7 @@ import time
 from datetime import datetime, timedelta
 from typing import Any
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -121,6 +122,14 @@ def test_replayed_stream_writes_files_and_calls_back_as_the_direct_runner(
     written = read_sink(str(tmp_path / "spark"))
     assert row_multiset(written) == row_multiset(read_sink(str(tmp_path / "direct")))
     assert len(written) > 3
+    # Spark's file sink writes the direct runner's types: the two outputs merge in pandas
+    outputs = [tmp_path / "direct", tmp_path / "spark"]
+    schemas = [pq.read_schema(next(d.glob("part-*"))) for d in outputs]
+    assert schemas[0].equals(schemas[1]), schemas
+    assert str(schemas[1].field("window_start").type) == "timestamp[us, tz=UTC]"
+    frames = [pd.read_parquet(d) for d in outputs]
+    merged = pd.merge(*frames, on=["k", "window_start"], suffixes=("", "_spark"))
+    assert len(merged) == len(written) and merged["n"].equals(merged["n_spark"])
     called = [row for _, rows in spark_calls for row in rows]
     assert row_multiset(called) == row_multiset(row for _, rows in direct_calls for row in rows)
     batches = [batch for batch, _ in spark_calls]
