@@ -28,6 +28,48 @@ class EdgeInfo:
     bounded: bool
     watermarked: frozenset[str] = frozenset()
     """Columns that may carry a watermark on this edge."""
+    dropped: tuple[tuple[str, str], ...] = ()
+    """Columns of the schema whose watermark a transform upstream dropped, each with the
+    words saying which transform did and how to keep it (`watermark_dropped`)."""
+
+
+def watermark_dropped(label: str, transform: PrimitiveTransform, column: str) -> str:
+    """The words for `column`'s watermark, dropped by `transform` (applied as `label`), for a
+    message of a transform downstream that needs it."""
+    return (
+        f"{label} drops the watermark on {column!r} that its input carries "
+        f"(.with_watermark(...) upstream); {transform.keeping_watermark(column)}"
+    )
+
+
+def dropped_watermarks(
+    output: EdgeInfo,
+    inputs: Sequence[EdgeInfo],
+    label: str,
+    transform: PrimitiveTransform,
+) -> tuple[tuple[str, str], ...]:
+    """`EdgeInfo.dropped` of a transform's `output` (its `watermarked` set): each column with
+    no watermark keeps an input's words for it (the transform upstream that dropped it), else,
+    where an input carried one, says this transform dropped it."""
+    out = []
+    for column in output.schema.names:
+        if column in output.watermarked:
+            continue
+        inherited = [said for info in inputs for name, said in info.dropped if name == column]
+        if inherited:
+            out.append((column, inherited[0]))
+        elif any(column in info.watermarked for info in inputs):
+            out.append((column, watermark_dropped(label, transform, column)))
+    return tuple(out)
+
+
+def needs_watermark(info: EdgeInfo, column: str, where: str) -> str:
+    """What to do for a watermark on `column` that the edge `info` lacks: keep the one a
+    transform upstream dropped (`EdgeInfo.dropped`), else apply `.with_watermark` `where`."""
+    for name, said in info.dropped:
+        if name == column:
+            return said
+    return f"apply .with_watermark({column!r}, delay=...) {where}"
 
 
 @dataclass(frozen=True, eq=False)
@@ -106,6 +148,11 @@ class PrimitiveTransform(PTransform):
         `watermark_rule`.
         """
         raise NotImplementedError
+
+    def keeping_watermark(self, column: str) -> str:
+        """How to keep `column`'s watermark through this transform, which dropped it (for the
+        message of a transform downstream that needs it)."""
+        return f"apply .with_watermark({column!r}, delay=...) after it"
 
     def watermark_rule(self, inputs: Sequence[EdgeInfo], label: str) -> WatermarkRule:
         """The transform's watermark-derivation rule over these inputs (`sparkbeam.derivation`).
