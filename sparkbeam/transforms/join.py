@@ -46,7 +46,7 @@ from sparkbeam.graph import (
     needs_watermark,
 )
 from sparkbeam.schema import Schema, type_name
-from sparkbeam.time import Duration, describe_duration
+from sparkbeam.time import Duration, describe_duration, shown_value
 from sparkbeam.transforms.union import check_policy
 from sparkbeam.transforms.validation import column_names, offset_on, require_time_column
 
@@ -181,8 +181,9 @@ class Join(PrimitiveTransform):
         upper = offset_on(left, left_time, self.within[1], label, "within (upper bound)")
         if lower > upper:
             raise PipelineError(
-                f"{label}: within=({self.within[0]!r}, {self.within[1]!r}) is empty: the lower "
-                "bound must not exceed the upper bound"
+                f"{label}: within=({shown_value(self.within[0])}, "
+                f"{shown_value(self.within[1])}) is empty: the lower bound must not exceed the "
+                "upper bound"
             )
         return lower, upper
 

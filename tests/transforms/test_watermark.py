@@ -355,6 +355,9 @@ def test_negative_delay_names_the_value(source: sb.PCollection) -> None:
         source | sb.WithWatermark("t", "-5 minutes")
     with pytest.raises(sb.PipelineError, match="-3"):
         source | sb.WithWatermark("n", -3)
+    # a timedelta as its words, not datetime.timedelta(days=-1, seconds=86100)
+    with pytest.raises(sb.PipelineError, match="got '-5 minutes'"):
+        source | sb.WithWatermark("t", timedelta(minutes=-5))
 
 
 @pytest.mark.parametrize(
