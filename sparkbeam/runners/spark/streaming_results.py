@@ -24,6 +24,7 @@ from sparkbeam.runners.spark.live import sink_of
 from sparkbeam.runners.spark.live_merges import slug
 from sparkbeam.runners.spark.observed import streaming_watermarks
 from sparkbeam.runners.spark.planning import ancestors
+from sparkbeam.runners.spark.progress import counted, say
 from sparkbeam.runners.spark.queries import (
     SIDE_BY_SIDE,
     LiveStages,
@@ -152,6 +153,8 @@ class SparkStreamingResult(ResultViews):
 
     def stop(self) -> None:
         """Stop the live queries; their checkpoints stay, to start again from."""
+        if self.sinks:
+            say("stopping %s", counted(len(self.sinks), "sink query", "sink queries"))
         for run in self.sinks.values():
             run.stop()
         if self.live_stages is not None:
@@ -188,7 +191,7 @@ class SparkStreamingResult(ResultViews):
             except Exception as exc:
                 for run in runs:
                     run.stop()
-                if attempt or WORKER_NOT_BACK not in f"{exc} {exc.__cause__}":
+                if attempt or WORKER_NOT_BACK not in f"{exc} {getattr(exc, 'spark_error', '')}":
                     raise
             finally:
                 if together is not None:
