@@ -1,6 +1,6 @@
 """What Spark prints that a user of the runner does not need, kept off the terminal.
 
-Three sources, each silenced where it starts and nowhere else:
+Four sources, each silenced where it starts and nowhere else:
 
 - The Python process that plans a `transformWithState` (pyspark's
   `transform_with_state_driver_worker`, once per query) `print`s five lines
@@ -15,6 +15,10 @@ Three sources, each silenced where it starts and nowhere else:
   a `DataError` or names the transform). A session the runner starts sets
   those loggers' levels (`LOGGER_LEVELS`); a query that fails unattended
   (a live sink) is still reported at ERROR (`QUERY_END`).
+- Spark's default state store warns once per store on every restart from a
+  checkpoint that it reads the state back (`RESTART_NOTICE`): under a logger
+  name of its own per store, so a session the runner starts drops that one
+  message with a log4j filter.
 - pyspark logs a JSON ERROR line ("SQLQueryContextLogger") as it converts
   each engine exception. While the runner waits on its own queries
   (`converting`), those records are dropped: the runner raises the error.
