@@ -217,6 +217,11 @@ class Join(PrimitiveTransform):
             for side, info in (("left", left), ("right", right)):
                 if any(name == key for name, _ in info.dropped):
                     missing.append(f"on the {side}, {needs_watermark(info, key, '')}")
+        if self.times is not None:
+            sides = (("left", left), ("right", right))
+            for time, (side, info) in zip(self.times, sides, strict=True):
+                if any(name == time for name, _ in info.dropped):
+                    missing.append(f"on the {side}, {needs_watermark(info, time, '')}")
         return (
             f"{label}: on unbounded input this join would keep state forever: no watermark "
             f"cleans it ({'; '.join(missing)}). Join on a window column watermarked on both "

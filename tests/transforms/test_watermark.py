@@ -507,3 +507,12 @@ def test_with_no_watermark_upstream_the_message_says_to_apply_one() -> None:
     stream = p | sb.TestStream(schema={"k": str, "t": datetime})
     with pytest.raises(sb.PipelineError, match=r"apply .with_watermark\('t', delay=...\) before"):
         stream.map(lambda row: row).sort("t")
+
+
+def test_an_interval_join_names_the_transform_that_dropped_a_time_watermark() -> None:
+    p = sb.Pipeline()
+    clicks = (p | sb.TestStream(schema={"u": str, "c": datetime})).with_watermark("c", 0)
+    buys = (p | sb.TestStream(schema={"u": str, "b": datetime})).with_watermark("b", 0)
+    parsed = buys | "Parse" >> sb.Map(lambda row: row)
+    with pytest.raises(sb.PipelineError, match=r"on the right, Parse drops the watermark on 'b'"):
+        clicks.join(parsed, on="u", times=("c", "b"), within=("0 minutes", "5 minutes"))

@@ -244,6 +244,7 @@ def test_callback_sink_replays_a_failed_batch_with_the_same_id(spark: Any, tmp_p
         first.process_all_available()
     first.stop()
     assert failures and failures[0] not in by_batch
+
     # printed, as short as the direct runner's error for a callback failing the same way
     def store_down(rows: list[dict[str, Any]], batch: int) -> None:
         raise RuntimeError("the sink's store is down")
