@@ -218,8 +218,8 @@ class Join(PrimitiveTransform):
                 if any(name == key for name, _ in info.dropped):
                     missing.append(f"on the {side}, {needs_watermark(info, key, '')}")
         if self.times is not None:
-            sides = (("left", left), ("right", right))
-            for time, (side, info) in zip(self.times, sides, strict=True):
+            both = (("left", left), ("right", right))
+            for time, (side, info) in zip(self.times, both, strict=True):
                 if any(name == time for name, _ in info.dropped):
                     missing.append(f"on the {side}, {needs_watermark(info, time, '')}")
         return (
