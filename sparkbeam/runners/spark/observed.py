@@ -17,7 +17,7 @@ from sparkbeam.runners.spark.late_filter import mark as mark_of
 from sparkbeam.runners.spark.translate import (
     units,
 )
-from sparkbeam.time import ONE_MICROSECOND, from_micros, to_micros
+from sparkbeam.time import MAX_MICROS, MIN_MICROS, ONE_MICROSECOND, from_micros, to_micros
 from sparkbeam.transforms.watermark import WithWatermark
 from sparkbeam.transforms.windows import WINDOW_END, WINDOW_START, Tumble
 
@@ -151,6 +151,8 @@ def derived_watermarks(
         value = derived.apply(to_micros(given) if is_datetime else given)
         latest = counts.get(f"n_{node.id}.{LATEST}_{columns.index(derived.column)}")
         if schema.type_of(derived.column) is _dt.datetime:
+            if not MIN_MICROS <= value <= MAX_MICROS:
+                continue  # past the calendar (a window bound after 9999): Spark's value stays
             watermarks[derived.column] = from_micros(value)
             if latest is not None:
                 lags[derived.column] = (latest - value) * ONE_MICROSECOND
