@@ -68,7 +68,8 @@ def main(argv: list[str] | None = None) -> None:
     for rows in generate_orders():
         stream.add_epoch(rows)
 
-    with sb.Pipeline(runner=args.runner) as p:
+    runner = sb.SparkRunner(progress=True) if args.runner == "spark" else args.runner
+    with sb.Pipeline(runner=runner) as p:
         orders = p | "orders" >> stream
         watermarked = orders.with_watermark("event_time", delay=timedelta(minutes=5))
         late = watermarked.late_rows()

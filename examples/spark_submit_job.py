@@ -55,7 +55,7 @@ def main() -> None:
     args = parser.parse_args()
 
     spark = SparkSession.builder.appName("revenue-per-minute").getOrCreate()
-    runner = sb.SparkRunner(spark=spark, checkpoint_location=args.checkpoint)
+    runner = sb.SparkRunner(spark=spark, checkpoint_location=args.checkpoint, progress=True)
     p = sb.Pipeline(runner=runner)
     build(p, args.input, args.output)
     result = p.run()

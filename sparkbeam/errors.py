@@ -20,11 +20,27 @@ _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 class PipelineError(ValueError):
-    """A transform cannot be applied as written; the message says what to change."""
+    """A transform cannot be applied as written; the message says what to change.
+
+    On the Spark runner, an error made from one of Spark's keeps Spark's exception as
+    `spark_error` (its JVM stack, its Python worker's traceback); it is not chained to the
+    error (no `__cause__`), so an uncaught error prints as short as the direct runner's.
+    """
+
+    spark_error: BaseException | None = None
+    """The Spark exception this error was made from (Spark runner), else None."""
 
 
 class DataError(ValueError):
-    """A row cannot be processed as the pipeline says; the message names the row."""
+    """A row cannot be processed as the pipeline says; the message names the row.
+
+    On the Spark runner, a `DataError` found in Spark's failure (a Python worker's, a file
+    Spark could not parse) keeps Spark's exception as `spark_error`, not as its `__cause__`:
+    printed, it is as short as the direct runner's.
+    """
+
+    spark_error: BaseException | None = None
+    """The Spark exception this error was found in (Spark runner), else None."""
 
     def __init__(self, message: str, row: Any = None) -> None:
         super().__init__(message)
@@ -79,7 +95,7 @@ def unexpected(label: str, exc: BaseException, line: str | None = None) -> Pipel
     """A `PipelineError` naming the transform `label` for an exception sparkbeam has no words
     of its own for (a file system's, an engine's, its own bug), with the first useful line of
     it (`line`, else its type and first line and where it was raised); the exception goes
-    along as the `__cause__`."""
+    along as the `__cause__` (on the Spark runner: as `spark_error`)."""
     said = clean_line(line if line is not None else first_line(exc) + where_raised(exc))
     return PipelineError(
         f"{label}: the run failed: {said}. This is no check of sparkbeam's: if it is not about "

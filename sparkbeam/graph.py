@@ -34,6 +34,48 @@ class EdgeInfo:
     where it came from; None on an append stream."""
     row_watermarks: bool = False
     """Whether a `WithWatermark(emit="event")` upstream raises its watermark after every row."""
+    dropped: tuple[tuple[str, str], ...] = ()
+    """Columns of the schema whose watermark a transform upstream dropped, each with the
+    words saying which transform did and how to keep it (`watermark_dropped`)."""
+
+
+def watermark_dropped(label: str, transform: PrimitiveTransform, column: str) -> str:
+    """The words for `column`'s watermark, dropped by `transform` (applied as `label`), for a
+    message of a transform downstream that needs it."""
+    return (
+        f"{label} drops the watermark on {column!r} that its input carries "
+        f"(.with_watermark(...) upstream); {transform.keeping_watermark(column)}"
+    )
+
+
+def dropped_watermarks(
+    output: EdgeInfo,
+    inputs: Sequence[EdgeInfo],
+    label: str,
+    transform: PrimitiveTransform,
+) -> tuple[tuple[str, str], ...]:
+    """`EdgeInfo.dropped` of a transform's `output` (its `watermarked` set): each column with
+    no watermark keeps an input's words for it (the transform upstream that dropped it), else,
+    where an input carried one, says this transform dropped it."""
+    out = []
+    for column in output.schema.names:
+        if column in output.watermarked:
+            continue
+        inherited = [said for info in inputs for name, said in info.dropped if name == column]
+        if inherited:
+            out.append((column, inherited[0]))
+        elif any(column in info.watermarked for info in inputs):
+            out.append((column, watermark_dropped(label, transform, column)))
+    return tuple(out)
+
+
+def needs_watermark(info: EdgeInfo, column: str, where: str) -> str:
+    """What to do for a watermark on `column` that the edge `info` lacks: keep the one a
+    transform upstream dropped (`EdgeInfo.dropped`), else apply `.with_watermark` `where`."""
+    for name, said in info.dropped:
+        if name == column:
+            return said
+    return f"apply .with_watermark({column!r}, delay=...) {where}"
 
 
 @dataclass(frozen=True, eq=False)
@@ -127,6 +169,11 @@ class PrimitiveTransform(PTransform):
     def raises_watermark_per_row(self) -> bool:
         """Whether the output's watermark rises after every row (`WithWatermark(emit="event")`)."""
         return False
+
+    def keeping_watermark(self, column: str) -> str:
+        """How to keep `column`'s watermark through this transform, which dropped it (for the
+        message of a transform downstream that needs it)."""
+        return f"apply .with_watermark({column!r}, delay=...) after it"
 
     def watermark_rule(self, inputs: Sequence[EdgeInfo], label: str) -> WatermarkRule:
         """The transform's watermark-derivation rule over these inputs (`sparkbeam.derivation`).

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkbeam.time import describe_duration
+
 
 @dataclass(frozen=True)
 class TransformMetrics:
@@ -75,7 +77,7 @@ def _cells(label: str, counted: TransformMetrics) -> tuple[str, ...]:
     marks = []
     for column, value in counted.watermarks.items():
         lag = counted.watermark_lag.get(column)
-        marks.append(f"{column}={value}" + ("" if lag is None else f" ({lag})"))
+        marks.append(f"{column}={value}" + ("" if lag is None else f" ({describe_duration(lag)})"))
     return (
         label,
         f"{counted.rows_in:,}",

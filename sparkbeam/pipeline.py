@@ -19,7 +19,14 @@ from typing import Any, Protocol, overload
 
 from sparkbeam import paths
 from sparkbeam.errors import PipelineError, call_form
-from sparkbeam.graph import EdgeInfo, Labelled, Node, PrimitiveTransform, PTransform
+from sparkbeam.graph import (
+    EdgeInfo,
+    Labelled,
+    Node,
+    PrimitiveTransform,
+    PTransform,
+    dropped_watermarks,
+)
 from sparkbeam.messages import Watermark
 from sparkbeam.metrics import TransformMetrics
 from sparkbeam.pipeline_graph import PipelineGraph
@@ -195,6 +202,7 @@ class Pipeline:
             row_watermarks=transform.raises_watermark_per_row()
             or any(i.row_watermarks for i in infos),
         )
+        info = replace(info, dropped=dropped_watermarks(info, infos, full_label, transform))
         node = Node(
             len(self.nodes), full_label, transform, tuple(n.id for n in all_inputs), info, rule
         )

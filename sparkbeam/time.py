@@ -171,18 +171,43 @@ def earliest_hop_start(t: int, size: int, slide: int, offset: int = 0) -> int:
     return floor_to(t - size, slide, offset) + slide
 
 
-def describe_duration(value: Duration) -> str:
-    """A duration as a person reads it: Spark's interval form for a `timedelta`
-    (`"5 minutes"`, `"90 seconds"`: the largest unit that divides it), the text
-    of a string, the number of an integer."""
+_UNITS_LARGEST_FIRST: Final = (
+    "week",
+    "day",
+    "hour",
+    "minute",
+    "second",
+    "millisecond",
+    "microsecond",
+)
+
+
+def describe_duration(value: object) -> str:
+    """A duration as a person writes it: for a `timedelta`, its parts in Spark's interval
+    words, largest unit first (`"5 minutes"`, `"1 minute 30 seconds"`, `"2 hours 5 minutes"`,
+    `"-1 minute"`; a negative one signs every part, `"-2 hours -5 minutes"`, so that
+    `with_watermark`, Spark and `parse_interval` read the text back as the same duration);
+    the text of a string, the number of an integer.
+
+    Every duration sparkbeam prints (metrics' lags, messages quoting a delay, a gap or a
+    size, the pipeline's picture) is written so."""
     if not isinstance(value, _dt.timedelta):
         return str(value)
     micros = value // ONE_MICROSECOND
     if micros == 0:
         return "0 seconds"
-    for unit in ("week", "day", "hour", "minute", "second", "millisecond", "microsecond"):
-        size = _UNIT_MICROS[unit]
-        if micros % size == 0:
-            count = micros // size
-            return f"{count} {unit}{'' if abs(count) == 1 else 's'}"
-    raise AssertionError("a microsecond divides every duration")  # pragma: no cover
+    sign, left = ("-" if micros < 0 else ""), abs(micros)
+    parts = []
+    for unit in _UNITS_LARGEST_FIRST:
+        count, left = divmod(left, _UNIT_MICROS[unit])
+        if count:
+            parts.append(f"{sign}{count} {unit}{'' if count == 1 else 's'}")
+    return " ".join(parts)
+
+
+def shown_value(value: object) -> str:
+    """A value a message quotes: a `timedelta` as `describe_duration` writes it (quoted, as
+    the string that gives it), anything else as its `repr`."""
+    if isinstance(value, _dt.timedelta):
+        return repr(describe_duration(value))
+    return repr(value)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Iterator
@@ -14,6 +15,10 @@ import sparkbeam as sb
 from tests.connect_server import ConnectServer, connect_mode
 
 pytest_plugins = ["tests.interrupt", "tests.runners.spark.own_sessions"]
+
+# The Spark runner's progress lines (`runners/spark/progress.py`) stay quiet in the suite, also
+# under `pytest -s` on a terminal; a test that reads them sets the level (caplog.set_level).
+logging.getLogger("sparkbeam").setLevel(logging.WARNING)
 
 settings.register_profile(
     "ci",

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 import sparkbeam as sb
+from tests.tracebacks import assert_short_as_direct, original
 
 T0 = datetime(2026, 4, 1, 10, 0)
 
@@ -278,9 +279,7 @@ def under_a_file(tmp: Path) -> sb.WriteFiles:
 
 def lone_surrogate() -> sb.Map:
     """A Map whose output string holds a lone surrogate (no UTF-8 for it)."""
-    return sb.Map(
-        lambda row: {**row, "s": "a\ud800"}, schema={"x": int, "t": datetime, "s": str}
-    )
+    return sb.Map(lambda row: {**row, "s": "a\ud800"}, schema={"x": int, "t": datetime, "s": str})
 
 
 def capturing_a_lock() -> sb.Map:
@@ -369,20 +368,34 @@ def boundary_rows(case: str) -> list[dict[str, Any]]:
 )
 def test_the_error_boundary(mode: str, case: str, request: Any, tmp_path: Path) -> None:
     """Every failure of a running pipeline is sparkbeam's, names the transform, and shows
-    no JVM stack; the original exception is its cause."""
+    no JVM stack; the original exception is its cause, on Spark its `spark_error` (not
+    chained: printed, the error is as short as the direct runner's for the same mistake)."""
+    error = boundary_error(mode, case, request, tmp_path)
+    text = str(error)
+    no_jvm(text)
+    assert text.startswith(BOUNDARY_CASES[case][0]), text
+    assert len(text) < 2000, text
+    if mode.startswith("spark"):
+        # printed, as short as the direct runner's for the same mistake (where it has one)
+        kind = mode.replace("spark", "direct")
+        same = case not in SPARK_ONLY and (kind == "direct-batch" or case not in NO_STREAMING)
+        direct = boundary_error(kind, case, request, tmp_path / "direct") if same else None
+        assert_short_as_direct(error, direct)
+    if not isinstance(error, sb.DataError) or mode.startswith("spark"):
+        assert original(error) is not None, "the original is kept"
+
+
+def boundary_error(mode: str, case: str, request: Any, tmp_path: Path) -> BaseException:
+    """The error a run of `case` in `mode` raises."""
     label, make = BOUNDARY_CASES[case]
+    tmp_path.mkdir(exist_ok=True)
     p = sb.Pipeline(runner=runner_for(mode, request))
     rows, schema = boundary_rows(case), {"x": int, "t": datetime}
     source = source_of(p, rows, schema, mode.endswith("streaming"), first=1)
     out = source | label >> make(tmp_path)
     with pytest.raises((sb.DataError, sb.PipelineError, sb.InvariantViolation)) as caught:
         p.run().collect(out)
-    text = str(caught.value)
-    no_jvm(text)
-    assert text.startswith(label), text
-    assert len(text) < 2000, text
-    if not isinstance(caught.value, sb.DataError) or mode.startswith("spark"):
-        assert caught.value.__cause__ is not None, "the original is the cause"
+    return caught.value
 
 
 # --- files: which file, which line ----------------------------------------------------
@@ -527,16 +540,28 @@ def test_a_bad_value_in_a_file_names_the_file_line_and_value_on_both_runners(
         (tmp_path / "a.json").write_text('{"x": 1, "y": "a"}\n{"x": "four", "y": "b"}\n')
     else:
         (tmp_path / "a.csv").write_text("x,y\n1,a\nfour,b\n")
+    for streaming in [False, True] if format == "json" else [False]:
+        error = bad_value_error(runner, tmp_path, format, streaming)
+        text = str(error)
+        no_jvm(text)
+        assert text.startswith("Orders") and f"a.{format}" in text
+        assert "'x'" in text and "'four'" in text
+        if format == "csv":
+            assert "line 3" in text
+        if not isinstance(runner, sb.DirectRunner):
+            direct = bad_value_error(sb.DirectRunner(), tmp_path, format, streaming)
+            assert_short_as_direct(error, direct)
+
+
+def bad_value_error(runner: Any, tmp_path: Path, format: str, streaming: bool) -> BaseException:
+    """The error of reading the files of `tmp_path` (bounded, or replayed when `streaming`)."""
     p = sb.Pipeline(runner=runner)
-    rows = p | "Orders" >> sb.ReadFiles(str(tmp_path), format=format, schema={"x": int, "y": str})
+    schema = {"x": int, "y": str}
+    files = sb.ReadFiles(str(tmp_path), format=format, schema=schema, streaming=streaming)
+    rows = p | "Orders" >> files
     with pytest.raises(sb.DataError) as caught:
         p.run().collect(rows)
-    text = str(caught.value)
-    no_jvm(text)
-    assert text.startswith("Orders") and f"a.{format}" in text
-    assert "'x'" in text and "'four'" in text
-    if format == "csv":
-        assert "line 3" in text
+    return caught.value
 
 
 # --- Spark's text, cut to its first useful line ------------------------------------------

@@ -179,5 +179,21 @@ def test_metrics_repr_is_a_table() -> None:
     ]
     assert [line.split()[0] for line in lines[1:]] == ["orders", "WithWatermark(t)", "Tumble(t)"]
     assert lines[2].split()[1:6] == ["2", "1", "0", "1", "0/0"]
-    assert "t=2026-04-01 09:55:00 (0:05:00)" in lines[2]
+    assert "t=2026-04-01 09:55:00 (5 minutes)" in lines[2]
     assert str(metrics) == repr(metrics)
+
+
+def test_metrics_print_lags_as_a_person_writes_them() -> None:
+    """A negative lag printed as `(-1 day, 23:59:00)`: now as the durations of a pipeline
+    are written (`-1 minute`, `2 hours 5 minutes`)."""
+    from sparkbeam.metrics import PipelineMetrics
+
+    lags = {"t": timedelta(minutes=-1), "u": timedelta(hours=2, minutes=5), "n": -3}
+    marks = {"t": T0, "u": T0, "n": 7}
+    metrics = PipelineMetrics(
+        {"x": sb.TransformMetrics(1, 1, watermarks=marks, watermark_lag=lags)}
+    )
+    line = metrics.table().splitlines()[1]
+    assert "t=2026-04-01 10:00:00 (-1 minute)" in line
+    assert "u=2026-04-01 10:00:00 (2 hours 5 minutes)" in line
+    assert "n=7 (-3)" in line

@@ -43,6 +43,7 @@ SPARK_OPTIONS = [
     ({"checkpoint_location": ""}, ["checkpoint_location=''", "path"]),
     ({"staging_location": 5.0}, ["staging_location=5.0", "path"]),
     ({"ship_package": "no"}, ["ship_package='no'", "True or False"]),
+    ({"progress": "yes"}, ["progress='yes'", "True, False or None"]),
 ]
 
 

@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sparkbeam.time import (
+    describe_duration,
     duration_micros,
     earliest_hop_start,
     from_micros,
@@ -272,3 +273,24 @@ def test_earliest_hop_start_bounds_every_later_window_large(
     assert (s0 - offset) % slide == 0
     assert s0 - slide <= t - size < s0
     assert all(start >= s0 for start in k_starts(t + later, size, slide, offset))
+
+
+@pytest.mark.parametrize(
+    ("delta", "text"),
+    [
+        (dt.timedelta(0), "0 seconds"),
+        (dt.timedelta(minutes=5), "5 minutes"),
+        (dt.timedelta(minutes=-1), "-1 minute"),
+        (dt.timedelta(seconds=90), "1 minute 30 seconds"),
+        (dt.timedelta(hours=2, minutes=5), "2 hours 5 minutes"),
+        (-dt.timedelta(hours=2, minutes=5), "-2 hours -5 minutes"),
+        (dt.timedelta(days=8, milliseconds=1), "1 week 1 day 1 millisecond"),
+    ],
+)
+def test_a_duration_is_written_as_a_person_writes_it(delta: dt.timedelta, text: str) -> None:
+    assert describe_duration(delta) == text
+
+
+@given(st.timedeltas(min_value=-dt.timedelta(days=10**5), max_value=dt.timedelta(days=10**5)))
+def test_a_written_duration_reads_back_as_itself(delta: dt.timedelta) -> None:
+    assert parse_interval(describe_duration(delta)) == delta // US

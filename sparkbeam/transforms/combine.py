@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 from sparkbeam.derivation import WatermarkRule, passing
 from sparkbeam.errors import PipelineError, call_form
-from sparkbeam.graph import EdgeInfo, PrimitiveTransform, init_fields
+from sparkbeam.graph import EdgeInfo, PrimitiveTransform, init_fields, needs_watermark
 from sparkbeam.schema import Schema, list_of, type_name
 from sparkbeam.transforms.validation import column_names, single_input
 from sparkbeam.updates import (
@@ -418,14 +418,29 @@ class CombinePerKey(PrimitiveTransform):
             return EdgeInfo(Schema(tuple(fields)), source.bounded)
         watermarked = self.watermark_rule(inputs, label).outputs([source.watermarked])
         if not source.bounded and not watermarked:
+            dropped = [
+                needs_watermark(source, key, "")
+                for key in self.keys
+                if any(name == key for name, _ in source.dropped)
+            ]
             raise PipelineError(
                 f"{label}: on unbounded input a group is emitted when the watermark of a key "
                 f"column passes it, but none of the keys {list(self.keys)} carries a watermark; "
-                "key on a window column (window_start/window_end) or on a column with "
-                ".with_watermark(...), or use emit='update' for a running aggregate (a row per "
-                "group each epoch it changes)"
+                + (
+                    "; ".join(dropped)
+                    if dropped
+                    else "key on a window column (window_start/window_end) or on a column "
+                    "with .with_watermark(...), or use emit='update' for a running aggregate "
+                    "(a row per group each epoch it changes)"
+                )
             )
         return EdgeInfo(Schema(tuple(fields)), source.bounded)
+
+    def keeping_watermark(self, column: str) -> str:
+        return (
+            "a CombinePerKey keeps the watermarks of its keys only (an aggregate has none): "
+            f"sort or window on a key column (window_start/window_end), or key on {column!r}"
+        )
 
     def watermark_rule(self, inputs: Sequence[EdgeInfo], label: str) -> WatermarkRule:
         """The key columns' watermarks pass (after the groups they released); others drop."""

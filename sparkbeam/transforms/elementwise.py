@@ -93,6 +93,12 @@ class Select(PrimitiveTransform):
                 )
         return bound
 
+    def keeping_watermark(self, column: str) -> str:
+        return (
+            f"select {column!r} as it is (or under a new name), or compute it with an "
+            "expression that keeps the order (a column plus a duration, .truncate(...))"
+        )
+
     def watermark_rule(self, inputs: Sequence[EdgeInfo], label: str) -> WatermarkRule:
         """Each output whose expression keeps order gets its source's watermark through the
         expression's steps."""
@@ -136,6 +142,15 @@ class RowFunction(PrimitiveTransform):
 
     def default_label(self) -> str:
         return f"{type(self).__name__}({getattr(self.fn, '__name__', 'fn')})"
+
+    def keeping_watermark(self, column: str) -> str:
+        method = "flat_map" if type(self).__name__ == "FlatMap" else "map"
+        return (
+            f"a {type(self).__name__} keeps the watermark of a column it names in keeps= (a "
+            f"promise that its function leaves the column as it is): .{method}(fn, "
+            f"keeps=[{column!r}]); to change {column!r}, compute it with an expression that "
+            f"keeps its order instead (.with_columns({column}=sb.col({column!r}) + '1 minute'))"
+        )
 
     def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
         source = single_input(inputs, label)

@@ -37,9 +37,16 @@ from typing import TYPE_CHECKING
 
 from sparkbeam.derivation import WatermarkRule, passing
 from sparkbeam.errors import PipelineError
-from sparkbeam.graph import EdgeInfo, Node, PrimitiveTransform, init_fields, input_node
+from sparkbeam.graph import (
+    EdgeInfo,
+    Node,
+    PrimitiveTransform,
+    init_fields,
+    input_node,
+    needs_watermark,
+)
 from sparkbeam.schema import Schema, type_name
-from sparkbeam.time import Duration, describe_duration
+from sparkbeam.time import Duration, describe_duration, shown_value
 from sparkbeam.transforms.union import check_policy
 from sparkbeam.transforms.validation import column_names, offset_on, require_time_column
 
@@ -186,8 +193,9 @@ class Join(PrimitiveTransform):
         upper = offset_on(left, left_time, self.within[1], label, "within (upper bound)")
         if lower > upper:
             raise PipelineError(
-                f"{label}: within=({self.within[0]!r}, {self.within[1]!r}) is empty: the lower "
-                "bound must not exceed the upper bound"
+                f"{label}: within=({shown_value(self.within[0])}, "
+                f"{shown_value(self.within[1])}) is empty: the lower bound must not exceed the "
+                "upper bound"
             )
         return lower, upper
 
@@ -218,12 +226,26 @@ class Join(PrimitiveTransform):
                 s for s, info in (("left", left), ("right", right)) if key not in info.watermarked
             ]
             missing.append(f"{key!r} has none on the {' and '.join(sides)} side")
+            for side, info in (("left", left), ("right", right)):
+                if any(name == key for name, _ in info.dropped):
+                    missing.append(f"on the {side}, {needs_watermark(info, key, '')}")
+        if self.times is not None:
+            both = (("left", left), ("right", right))
+            for time, (side, info) in zip(self.times, both, strict=True):
+                if any(name == time for name, _ in info.dropped):
+                    missing.append(f"on the {side}, {needs_watermark(info, time, '')}")
         return (
             f"{label}: on unbounded input this join would keep state forever: no watermark "
             f"cleans it ({'; '.join(missing)}). Join on a window column watermarked on both "
             "sides (for example window_start after .with_watermark(...).tumble(...) on each), "
             "or make it an interval join with times=(left_time, right_time), within=(lower, "
             "upper) and a watermark on both time columns"
+        )
+
+    def keeping_watermark(self, column: str) -> str:
+        return (
+            f"a Join keeps the watermarks of its on= columns watermarked on both sides only: "
+            f"join on {column!r} too, or apply .with_watermark({column!r}, delay=...) after it"
         )
 
     def watermark_rule(self, inputs: Sequence[EdgeInfo], label: str) -> WatermarkRule:

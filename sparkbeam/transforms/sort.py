@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from sparkbeam.derivation import WatermarkRule, passing
 from sparkbeam.errors import PipelineError
-from sparkbeam.graph import EdgeInfo, PrimitiveTransform, init_fields
+from sparkbeam.graph import EdgeInfo, PrimitiveTransform, init_fields, needs_watermark
 from sparkbeam.transforms.validation import column_names, require_time_column, single_input
 
 
@@ -48,13 +48,19 @@ class Sort(PrimitiveTransform):
         if not source.bounded and self.column not in source.watermarked:
             raise PipelineError(
                 f"{label}: sorting unbounded input on {self.column!r} needs a watermark on "
-                f"{self.column!r} to release rows; apply .with_watermark({self.column!r}, "
-                "delay=...) before the Sort"
+                f"{self.column!r} to release rows; "
+                f"{needs_watermark(source, self.column, 'before the Sort')}"
             )
         return source
 
     def output_order(self) -> tuple[str, tuple[str, ...]] | None:
         return self.column, self.keys
+
+    def keeping_watermark(self, column: str) -> str:
+        return (
+            f"a Sort keeps the watermark of the column it sorts on only: apply "
+            f".with_watermark({column!r}, delay=...) after it, or sort later"
+        )
 
     def watermark_rule(self, inputs: Sequence[EdgeInfo], label: str) -> WatermarkRule:
         """`W(column, wm)` passes (after the rows it released); the others are dropped."""

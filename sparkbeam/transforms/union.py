@@ -90,6 +90,12 @@ class Union(PrimitiveTransform):
                 )
         return EdgeInfo(first, all(info.bounded for info in inputs))
 
+    def keeping_watermark(self, column: str) -> str:
+        return (
+            f"a Union keeps a column's watermark only when every input carries one: apply "
+            f".with_watermark({column!r}, delay=...) on each input"
+        )
+
     def watermark_rule(self, inputs: Sequence[EdgeInfo], label: str) -> WatermarkRule:
         """Every column passes; one watermarked on every input gets the minimum (or, under
         `policy="max"`, the maximum) of theirs."""

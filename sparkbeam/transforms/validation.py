@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from sparkbeam.errors import PipelineError
 from sparkbeam.graph import EdgeInfo
 from sparkbeam.schema import Schema, type_name
-from sparkbeam.time import MICROS_PER_MILLI, duration_micros
+from sparkbeam.time import MICROS_PER_MILLI, duration_micros, shown_value
 
 
 def column_names(value: object, what: str, transform: str) -> tuple[str, ...]:
@@ -86,17 +86,18 @@ def duration_for(
     durations on datetime columns.
     """
     is_datetime = kind is _dt.datetime
+    given = shown_value(value)
     if isinstance(value, bool):
         wanted = (
             "a timedelta or a string such as '5 minutes'"
             if is_datetime
             else f"an integer in the unit of {column!r}, such as 5"
         )
-        raise PipelineError(f"{label}: {what} {value!r} is a bool, not a duration; give {wanted}")
+        raise PipelineError(f"{label}: {what} {given} is a bool, not a duration; give {wanted}")
     if is_datetime:
         if isinstance(value, int) and value != 0:
             raise PipelineError(
-                f"{label}: {what} {value!r} is a bare integer but {column!r} holds datetimes; "
+                f"{label}: {what} {given} is a bare integer but {column!r} holds datetimes; "
                 "give a timedelta or a string such as '5 minutes'"
             )
         try:
@@ -106,16 +107,16 @@ def duration_for(
     else:
         if not isinstance(value, int):
             raise PipelineError(
-                f"{label}: {what} {value!r} is not an integer but {column!r} is an integer "
+                f"{label}: {what} {given} is not an integer but {column!r} is an integer "
                 "time column; give sizes, delays and gaps on it as integers in its unit"
             )
         units = value
     if units < 0 or (positive and units == 0):
         sign = "positive" if positive else "zero or positive"
-        raise PipelineError(f"{label}: {what} must be {sign}, got {value!r}")
+        raise PipelineError(f"{label}: {what} must be {sign}, got {given}")
     if whole_millis and is_datetime and units % MICROS_PER_MILLI:
         raise PipelineError(
-            f"{label}: {what} {value!r} is not a whole number of milliseconds; watermarks "
+            f"{label}: {what} {given} is not a whole number of milliseconds; watermarks "
             "on datetime columns are kept in milliseconds (as in Spark), so round it"
         )
     return units

@@ -48,7 +48,7 @@ from sparkbeam.derivation import WatermarkRule, passing
 from sparkbeam.errors import PipelineError
 from sparkbeam.graph import EdgeInfo, PrimitiveTransform
 from sparkbeam.schema import Schema
-from sparkbeam.time import Duration, describe_duration, duration_micros, floor_to_ms
+from sparkbeam.time import Duration, describe_duration, duration_micros, floor_to_ms, shown_value
 from sparkbeam.transforms.validation import duration_on, require_time_column, single_input
 
 EMIT_MODES = ("periodic", "event")
@@ -145,7 +145,9 @@ class WithWatermark(PrimitiveTransform):
         except ValueError as exc:
             raise PipelineError(f"{label}: idle_after: {exc}") from None
         if micros <= 0:
-            raise PipelineError(f"{label}: idle_after must be a positive duration, got {value!r}")
+            raise PipelineError(
+                f"{label}: idle_after must be a positive duration, got {shown_value(value)}"
+            )
         return micros
 
     def drift_units(self, schema: Schema, label: str = "WithWatermark") -> int | None:

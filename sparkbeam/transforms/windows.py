@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from sparkbeam.derivation import Add, Derived, Floor, WatermarkRule, passing
 from sparkbeam.errors import PipelineError
-from sparkbeam.graph import EdgeInfo, PrimitiveTransform, init_fields
+from sparkbeam.graph import EdgeInfo, PrimitiveTransform, init_fields, needs_watermark
 from sparkbeam.schema import INT64_MAX, INT64_MIN, Schema
 from sparkbeam.time import MAX_MICROS, MIN_MICROS, Duration, describe_duration
 from sparkbeam.transforms.validation import (
@@ -61,7 +61,7 @@ def _window_input(column: str, inputs: Sequence[EdgeInfo], label: str) -> EdgeIn
     if not source.bounded and column not in source.watermarked:
         raise PipelineError(
             f"{label}: windows over {column!r} on unbounded input need a watermark on "
-            f"{column!r}; apply .with_watermark({column!r}, delay=...) before the window"
+            f"{column!r}; {needs_watermark(source, column, 'before the window')}"
         )
     return source
 
@@ -224,6 +224,12 @@ class Session(PrimitiveTransform):
 
     def gap_units(self, schema: Schema, label: str = "Session") -> int:
         return duration_on(schema, self.column, self.gap, "gap", label, positive=True)
+
+    def keeping_watermark(self, column: str) -> str:
+        return (
+            "a Session's output keeps watermarks on window_start and window_end only: use "
+            f"one of those, or apply .with_watermark({column!r}, delay=...) after it"
+        )
 
     def watermark_rule(self, inputs: Sequence[EdgeInfo], label: str) -> WatermarkRule:
         """`W(window_end, t)`; `W(window_start, t)` capped by the oldest open session (held)."""

@@ -29,6 +29,7 @@ from tests.runners.spark.test_streaming_production import (
     read_sink,
     write_epoch,
 )
+from tests.tracebacks import assert_short_as_direct
 
 pytestmark = pytest.mark.spark
 
@@ -49,6 +50,25 @@ def test_the_executors_import_sparkbeam_from_the_clients_artifact(connect_runner
         where = (p | sb.Create([{"k": 1}])).map(where_sparkbeam_is, schema={"where": str})
     [row] = p.result.collect(where)
     assert ".zip" in row["where"] and "sparkbeam-" in row["where"], row
+
+
+def test_an_error_on_connect_prints_as_short_as_on_the_direct_runner(connect_runner: Any) -> None:
+    """A function raising in the server's workers: sparkbeam's `DataError`, Spark Connect's
+    exception kept as its `spark_error`, not chained (no server-side JVM stack printed)."""
+
+    def halves(row: dict[str, Any]) -> dict[str, Any]:  # by value: a local
+        return {"k": 10 // (row["k"] - 2)}
+
+    errors = []
+    for runner in (sb.DirectRunner(), connect_runner):
+        p = sb.Pipeline(runner=runner)
+        out = (p | sb.Create([{"k": 1}, {"k": 2}])) | "Halves" >> sb.Map(halves)
+        with pytest.raises(sb.DataError, match="Halves: the function raised") as caught:
+            p.run().collect(out)
+        errors.append(caught.value)
+    direct, connect = errors
+    assert_short_as_direct(connect, direct)
+    assert connect.spark_error is not None
 
 
 @pytest.mark.parametrize("name", ["windows", "sessions", "joins"])

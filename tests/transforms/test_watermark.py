@@ -355,6 +355,9 @@ def test_negative_delay_names_the_value(source: sb.PCollection) -> None:
         source | sb.WithWatermark("t", "-5 minutes")
     with pytest.raises(sb.PipelineError, match="-3"):
         source | sb.WithWatermark("n", -3)
+    # a timedelta as its words, not datetime.timedelta(days=-1, seconds=86100)
+    with pytest.raises(sb.PipelineError, match="got '-5 minutes'"):
+        source | sb.WithWatermark("t", timedelta(minutes=-5))
 
 
 @pytest.mark.parametrize(
@@ -424,3 +427,92 @@ def test_errors_are_raised_when_applied_not_when_run() -> None:
     with pytest.raises(sb.PipelineError):
         source.with_watermark("t", "-1 minute")
     assert p.run().collect(source) == [{"t": at(10, 0)}]
+
+
+# --- a transform that needs a watermark names the one that dropped it ------------------
+
+NEEDS_A_WATERMARK_ON_T = {
+    "sort": lambda pc: pc.sort("t"),
+    "tumble": lambda pc: pc.tumble("t", "1 minute"),
+    "hop": lambda pc: pc.hop("t", "2 minutes", "1 minute"),
+    "session": lambda pc: pc.session("t", "1 minute", keys="k"),
+    "combine": lambda pc: pc.combine_per_key(["k", "t"], n=sb.Count()),
+    "join": lambda pc: pc.join(pc, on=["k", "t"]),
+}
+"""Transforms that refuse unbounded input with no watermark on "t"."""
+
+DROPPING_T = {
+    "map": (lambda pc: pc | "Parse" >> sb.Map(lambda row: row), "keeps=['t']"),
+    "flat_map": (lambda pc: pc | "Explode" >> sb.FlatMap(lambda row: [row]), "keeps=['t']"),
+    "select": (
+        lambda pc: pc | "Pick" >> sb.Select("k", t=sb.when(sb.col("k") == "a", sb.col("t"))),
+        "an expression that keeps the order",
+    ),
+    "union": (
+        lambda pc: pc | "Both" >> sb.Union(pc.pipeline | sb.TestStream(pc.schema)),
+        ".with_watermark('t', delay=...) on each input",
+    ),
+}
+"""Transforms that drop the watermark on "t", labelled, and the words of their fix."""
+
+DROPPERS = {"map": "Parse", "flat_map": "Explode", "select": "Pick", "union": "Both"}
+
+
+@pytest.mark.parametrize("needing", list(NEEDS_A_WATERMARK_ON_T))
+@pytest.mark.parametrize("dropping", list(DROPPING_T))
+def test_a_watermark_dropped_upstream_is_named_with_its_fix(needing: str, dropping: str) -> None:
+    """`with_watermark(...)` -> `map(fn)` -> `sort("t")` said "apply .with_watermark(...)
+    before the Sort", which the user had done: the message names the transform that dropped
+    the watermark and how to keep it."""
+    p = sb.Pipeline()
+    stream = sb.TestStream(schema={"k": str, "t": datetime})
+    watermarked = (p | stream).with_watermark("t", "1 minute")
+    drop, fix = DROPPING_T[dropping]
+    dropped = drop(watermarked)
+    with pytest.raises(sb.PipelineError) as caught:
+        NEEDS_A_WATERMARK_ON_T[needing](dropped)
+    message = str(caught.value)
+    assert f"{DROPPERS[dropping]} drops the watermark on 't'" in message, message
+    assert fix in message, message
+    assert "before the" not in message, message
+
+
+def test_the_fix_a_dropped_watermark_names_keeps_it() -> None:
+    p = sb.Pipeline()
+    stream = sb.TestStream(schema={"k": str, "t": datetime})
+    watermarked = (p | stream).with_watermark("t", "1 minute")
+    assert "t" in watermarked.map(lambda row: row, keeps=["t"]).sort("t").watermarked_columns
+
+
+def test_a_watermark_dropped_two_transforms_up_is_still_named() -> None:
+    """A `Filter` after the `Map` passes what it has: the `Map` is still the one named."""
+    p = sb.Pipeline()
+    stream = sb.TestStream(schema={"k": str, "t": datetime})
+    mapped = (p | stream).with_watermark("t", "1 minute") | "Parse" >> sb.Map(lambda row: row)
+    with pytest.raises(sb.PipelineError, match=r"Parse drops the watermark on 't'.*keeps="):
+        mapped.filter(sb.col("k") == "a").sort("t")
+
+
+def test_an_aggregate_of_a_watermarked_column_names_the_combine() -> None:
+    p = sb.Pipeline()
+    stream = sb.TestStream(schema={"k": str, "t": datetime})
+    windows = (p | stream).with_watermark("t", "1 minute").tumble("t", "1 minute")
+    latest = windows | "Latest" >> sb.CombinePerKey(["k", "window_end"], t=sb.Max("t"))
+    with pytest.raises(sb.PipelineError, match=r"Latest drops .*'t'.*keys only"):
+        latest.sort("t")
+
+
+def test_with_no_watermark_upstream_the_message_says_to_apply_one() -> None:
+    p = sb.Pipeline()
+    stream = p | sb.TestStream(schema={"k": str, "t": datetime})
+    with pytest.raises(sb.PipelineError, match=r"apply .with_watermark\('t', delay=...\) before"):
+        stream.map(lambda row: row).sort("t")
+
+
+def test_an_interval_join_names_the_transform_that_dropped_a_time_watermark() -> None:
+    p = sb.Pipeline()
+    clicks = (p | sb.TestStream(schema={"u": str, "c": datetime})).with_watermark("c", 0)
+    buys = (p | sb.TestStream(schema={"u": str, "b": datetime})).with_watermark("b", 0)
+    parsed = buys | "Parse" >> sb.Map(lambda row: row)
+    with pytest.raises(sb.PipelineError, match=r"on the right, Parse drops the watermark on 'b'"):
+        clicks.join(parsed, on="u", times=("c", "b"), within=("0 minutes", "5 minutes"))

@@ -2,16 +2,20 @@
 
 A `DataError` raised in a Python worker comes back as itself; the engine's
 errors about files and functions become `DataError`/`PipelineError` with
-Spark's own line, not its stack.
+Spark's own line, not its stack. Spark's exception goes along as the error's
+`spark_error`, never chained: an uncaught error prints sparkbeam's message and
+the user's frames, as on the direct runner.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import importlib.metadata
 import inspect
 import os
 import re
+import traceback
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -43,7 +47,7 @@ _ENGINE_LINE = re.compile(r"\[[\w.]+\]\s*(.*?)\s*(?:SQLSTATE: \w+)?\s*$")
 _PARQUET_TYPE_MARKS = ("PARQUET_COLUMN_DATA_TYPE_MISMATCH", "SCHEMA_COLUMN_CONVERT")
 """Spark's words for a parquet column whose type differs from the schema it reads with."""
 
-_ENGINE_ERRORS: list[tuple[tuple[str, ...], type[ValueError], str]] = [
+_ENGINE_ERRORS: list[tuple[tuple[str, ...], type[DataError | PipelineError], str]] = [
     (
         _PARQUET_TYPE_MARKS,
         DataError,
@@ -278,56 +282,89 @@ def spark_line(exc: BaseException) -> str:
     return clean_line(line)
 
 
+def converted(
+    exc: BaseException, nodes: Sequence[Node] = (), target: Node | None = None
+) -> DataError | PipelineError:
+    """Spark's failure `exc` as sparkbeam's error (`spark_errors`)."""
+    labels = [node.label for node in nodes if isinstance(node.transform, ReadFiles)]
+    text = str(exc)
+    for match in _DATA_ERROR.finditer(text):
+        # A streaming query's error also prints its plan, where the check's message
+        # appears unevaluated: only a message with its row in it was raised.
+        if "to_json(struct(" not in match.group(1):
+            return DataError(match.group(1).strip())
+    if "ARITHMETIC_OVERFLOW" in text:
+        return _overflow(nodes)
+    for match in _PIPELINE_ERROR.finditer(text):
+        return PipelineError(match.group(1).strip())
+    missing = _MISSING_MODULE.search(text)
+    if missing:
+        module = missing.group(1)
+        return PipelineError(_missing_module_advice(module, _missing_module_labels(module, nodes)))
+    if any(mark in text for mark in _PARQUET_TYPE_MARKS):
+        mismatch = _parquet_type_error(text, nodes)
+        if mismatch is not None:
+            return mismatch
+    if any(mark in text for mark in _PARSE_MARKS):
+        exact = _exact_read_error(text, nodes)
+        if exact is not None:
+            return DataError(str(exact), exact.row)
+    for marks, kind, advice in _ENGINE_ERRORS:
+        lines = [line.strip() for line in text.splitlines() if any(m in line for m in marks)]
+        if lines:
+            where = f"{', '.join(labels)}: " if labels else ""
+            said = _ENGINE_LINE.search(lines[0])
+            detail = said.group(1) if said else lines[0]
+            return kind(f"{where}{advice}. Spark: {clean_line(detail, 600)}")
+    label = target.label if target is not None else (nodes[-1].label if nodes else "Spark")
+    if "PicklingError" in type(exc).__name__ or "Could not serialize object" in text:
+        return PipelineError(
+            f"{label}: Spark sends the transform's function to its Python workers "
+            f"pickled (cloudpickle), and it cannot be: {clean_line(first_line(exc))}. "
+            "Keep what the function captures picklable: create locks, connections, "
+            "clients and open files inside it (or once per worker), not around it"
+        )
+    of_spark = type(exc).__module__.split(".")[0] in _SPARK_PACKAGES
+    return unexpected(label, exc, spark_line(exc) if of_spark else None)
+
+
 @contextlib.contextmanager
 def spark_errors(nodes: Sequence[Node] = (), target: Node | None = None) -> Iterator[None]:
     """Errors of a Spark job as sparkbeam's: a `DataError` raised in a Python worker, and
     the engine's errors about files, functions and integer overflow, named by the
     transforms of `nodes` they concern (the `ReadFiles`, the integer `Sum`s); any other
     a `PipelineError` naming `target` (the transform whose rows the job computes; else the
-    pipeline's last), with Spark's error class and its first useful line (`spark_line`)."""
-    labels = [node.label for node in nodes if isinstance(node.transform, ReadFiles)]
+    pipeline's last), with Spark's error class and its first useful line (`spark_line`).
+
+    Spark's exception is the error's `spark_error`, not its cause: it is raised `from None`,
+    so a traceback prints sparkbeam's error alone, never Spark's `StreamingQueryException`,
+    a worker's traceback or JVM frames (another exception, sparkbeam's own bug, stays the
+    cause, as on the direct runner). A `DataError` or `PipelineError` goes on from here as a
+    copy (its message, row, `spark_error` and cause) without the frames of the runner's
+    machinery below (the threads feeding epochs, the queries' steps): its message says
+    everything, and printed it is as short as the direct runner's."""
     try:
         yield
+    except (DataError, PipelineError) as own:
+        raise copy.copy(own).with_traceback(None) from own.__cause__
     except SPARKBEAM_ERRORS:
         raise
     except Exception as exc:
-        text = str(exc)
-        for match in _DATA_ERROR.finditer(text):
-            # A streaming query's error also prints its plan, where the check's message
-            # appears unevaluated: only a message with its row in it was raised.
-            if "to_json(struct(" not in match.group(1):
-                raise DataError(match.group(1).strip()) from exc
-        if "ARITHMETIC_OVERFLOW" in text:
-            raise _overflow(nodes) from exc
-        for match in _PIPELINE_ERROR.finditer(text):
-            raise PipelineError(match.group(1).strip()) from exc
-        missing = _MISSING_MODULE.search(text)
-        if missing:
-            module = missing.group(1)
-            advice = _missing_module_advice(module, _missing_module_labels(module, nodes))
-            raise PipelineError(advice) from exc
-        if any(mark in text for mark in _PARQUET_TYPE_MARKS):
-            mismatch = _parquet_type_error(text, nodes)
-            if mismatch is not None:
-                raise mismatch from exc
-        if any(mark in text for mark in _PARSE_MARKS):
-            exact = _exact_read_error(text, nodes)
-            if exact is not None:
-                raise DataError(str(exact), exact.row) from exc
-        for marks, kind, advice in _ENGINE_ERRORS:
-            lines = [line.strip() for line in text.splitlines() if any(m in line for m in marks)]
-            if lines:
-                where = f"{', '.join(labels)}: " if labels else ""
-                said = _ENGINE_LINE.search(lines[0])
-                detail = said.group(1) if said else lines[0]
-                raise kind(f"{where}{advice}. Spark: {clean_line(detail, 600)}") from exc
-        label = target.label if target is not None else (nodes[-1].label if nodes else "Spark")
-        if "PicklingError" in type(exc).__name__ or "Could not serialize object" in text:
-            raise PipelineError(
-                f"{label}: Spark sends the transform's function to its Python workers "
-                f"pickled (cloudpickle), and it cannot be: {clean_line(first_line(exc))}. "
-                "Keep what the function captures picklable: create locks, connections, "
-                "clients and open files inside it (or once per worker), not around it"
-            ) from exc
-        from_spark = type(exc).__module__.split(".")[0] in ("pyspark", "py4j")
-        raise unexpected(label, exc, spark_line(exc) if from_spark else None) from exc
+        error = converted(exc, nodes, target)
+        if not from_spark(exc):
+            raise error from exc
+        error.spark_error = exc
+        raise error from None
+
+
+def from_spark(exc: BaseException) -> bool:
+    """Whether `exc` is Spark's: of pyspark or Py4J, or raised in their code (a pickling error
+    of pyspark's serializer)."""
+    if type(exc).__module__.split(".")[0] in _SPARK_PACKAGES:
+        return True
+    frames = traceback.extract_tb(exc.__traceback__)
+    return any(_SPARK_FILE.search(frame.filename) for frame in frames)
+
+
+_SPARK_PACKAGES = ("pyspark", "py4j")
+_SPARK_FILE = re.compile(r"[/\\](?:pyspark|py4j)[/\\]")

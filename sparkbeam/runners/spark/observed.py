@@ -17,7 +17,7 @@ from sparkbeam.runners.spark.late_filter import mark as mark_of
 from sparkbeam.runners.spark.translate import (
     units,
 )
-from sparkbeam.time import ONE_MICROSECOND, from_micros
+from sparkbeam.time import MAX_MICROS, MIN_MICROS, ONE_MICROSECOND, from_micros, to_micros
 from sparkbeam.transforms.watermark import WithWatermark
 from sparkbeam.transforms.windows import WINDOW_END, WINDOW_START, Tumble
 
@@ -129,3 +129,35 @@ def model_watermark(node: Node, metrics: Mapping[str, Any]) -> int | None:
     assert isinstance(transform, WithWatermark)
     latest = metrics.get(f"in_{node.id}.{LATEST}")
     return None if latest is None else transform.watermark_function(node.info.schema)(latest)
+
+
+def derived_watermarks(
+    node: Node, upstream: Mapping[str, Any], counts: Mapping[str, int]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The watermark and lag of each column of a one-input `node` whose watermark its rule
+    derives (not `held`) from its input's reported watermarks `upstream`, as the direct runner
+    derives them. Spark keeps one watermark per query, the least of every `WithWatermark` the
+    query reads: a transform on one branch of a `Join` or `Union`, run in the query that joins
+    them, would otherwise report the other branch's when it is lower."""
+    watermarks: dict[str, Any] = {}
+    lags: dict[str, Any] = {}
+    schema = node.info.schema
+    columns = sorted(node.info.watermarked)
+    for derived in node.rule.derived:
+        given = upstream.get(derived.source)
+        if derived.held or derived.column not in columns or given is None:
+            continue
+        is_datetime = isinstance(given, _dt.datetime)
+        value = derived.apply(to_micros(given) if is_datetime else given)
+        latest = counts.get(f"n_{node.id}.{LATEST}_{columns.index(derived.column)}")
+        if schema.type_of(derived.column) is _dt.datetime:
+            if not MIN_MICROS <= value <= MAX_MICROS:
+                continue  # past the calendar (a window bound after 9999): Spark's value stays
+            watermarks[derived.column] = from_micros(value)
+            if latest is not None:
+                lags[derived.column] = (latest - value) * ONE_MICROSECOND
+        else:
+            watermarks[derived.column] = value
+            if latest is not None:
+                lags[derived.column] = latest - value
+    return watermarks, lags

@@ -45,6 +45,7 @@ from sparkbeam.runners.spark.live_merges import (
 from sparkbeam.runners.spark.observed import LATEST, model_watermark, observed_fields
 from sparkbeam.runners.spark.paths import paths_of, require_staging, scratch_directory
 from sparkbeam.runners.spark.planning import ancestors, origins_meet, stateful_depth
+from sparkbeam.runners.spark.progress import Clock, counted, say
 from sparkbeam.runners.spark.quiet import converting
 from sparkbeam.runners.spark.shipping import is_connect
 from sparkbeam.runners.spark.streaming import MAX_POLICY, StreamingTranslation
@@ -145,6 +146,7 @@ class Stage:
                 conf.set(key, value)
             try:
                 self.query = writer.start()
+                say("started the query of %s", self.target.label)
             finally:
                 for key, old in before.items():
                     if old is None:
@@ -614,6 +616,12 @@ def replay(runs: Sequence[StreamingRun]) -> None:
             n.id: epoch_count(n, first.paths) for n in nodes if is_replayed(n, first.live_run)
         }
         read = dict.fromkeys(counts, 0)
+        say(
+            "replaying %s through %s, a micro-batch each, then the end of input",
+            counted(max(counts.values(), default=0), "epoch", "epochs"),
+            counted(len(runs), "query", "queries"),
+        )
+        fed, clock = 0, Clock()
         held: set[int] = set()
         idles = [IdleInputs(run.stages[:-1], run.final.translation) for run in runs]
         while any(read[s] < counts[s] for s in counts):
@@ -625,12 +633,15 @@ def replay(runs: Sequence[StreamingRun]) -> None:
             side_by_side(finals, step, nodes)
             for source in reads:
                 read[source] += 1
+            fed += 1
+            say("epoch %d run (%s)", fed, clock)
             if first.alignment is not None:
                 running = {s for s in counts if read[s] < counts[s]}
                 held = first.alignment.held(running, first._watermark, lambda origin: False)
         end = operator.methodcaller("end")
         side_by_side(list(stages.values()), end, nodes)
         side_by_side(finals, end, nodes)
+        say("end of input run; stopping the queries")
     finally:
         for run in runs:
             run.stop()

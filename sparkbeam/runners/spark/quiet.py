@@ -1,6 +1,6 @@
 """What Spark prints that a user of the runner does not need, kept off the terminal.
 
-Three sources, each silenced where it starts and nowhere else:
+Four sources, each silenced where it starts and nowhere else:
 
 - The Python process that plans a `transformWithState` (pyspark's
   `transform_with_state_driver_worker`, once per query) `print`s five lines
@@ -15,6 +15,10 @@ Three sources, each silenced where it starts and nowhere else:
   a `DataError` or names the transform). A session the runner starts sets
   those loggers' levels (`LOGGER_LEVELS`); a query that fails unattended
   (a live sink) is still reported at ERROR (`QUERY_END`).
+- Spark's default state store warns once per store on every restart from a
+  checkpoint that it reads the state back (`RESTART_NOTICE`): under a logger
+  name of its own per store, so a session the runner starts drops that one
+  message with a log4j filter.
 - pyspark logs a JSON ERROR line ("SQLQueryContextLogger") as it converts
   each engine exception. While the runner waits on its own queries
   (`converting`), those records are dropped: the runner raises the error.
@@ -42,6 +46,16 @@ WORKER_SITE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker_s
 QUERY_END = "org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution"
 """Reports at ERROR a query that ended with an error: the one report of a live query's failure
 nobody waits on; off while the runner waits on a replayed run's query (`converting`)."""
+
+RESTART_NOTICE = ".*doesn't exist in loadedMaps\\..*"
+"""Spark's default state store (`HDFSBackedStateStoreProvider`) warns "The state for version N
+doesn't exist in loadedMaps. Reading snapshot file and delta files if needed...Note that this
+is normal for the first batch of starting query" once per store (operator and partition) of a
+query started again from its checkpoint: it reads its state back from the checkpoint, which
+is what a restart does. It logs under a name of its own per store (`HDFSBackedStateStoreProvider
+StateStoreProviderId[...]`), which no logger level reaches but its whole package's: a session
+the runner starts drops this message alone (`quiet_session`); the store's other warnings (a
+snapshot or clean-up that failed) still show."""
 
 LOGGER_LEVELS = {
     # WARN on every streaming query: AQE off for streaming, and for stateful workloads
@@ -97,7 +111,24 @@ def quiet_session(spark: Any) -> None:
     configurator, level = levels
     for name, value in LOGGER_LEVELS.items():
         configurator.setLevel(name, level.toLevel(value))
+    _drop(spark.sparkContext._jvm, RESTART_NOTICE)
     _QUIET.add(spark)
+
+
+def _drop(jvm: Any, message: str) -> None:
+    """Drop every log record whose whole message matches the regular expression `message`:
+    a log4j `RegexFilter` on the root logger's configuration (that of every logger with no
+    configuration of its own), added once per JVM."""
+    log4j = jvm.org.apache.logging.log4j
+    context = log4j.LogManager.getContext(False)
+    root = context.getConfiguration().getRootLogger()
+    present = root.getFilter()
+    if present is not None and message in str(present.toString()):
+        return
+    result = log4j.core.Filter.Result
+    regex = log4j.core.filter.RegexFilter
+    root.addFilter(regex.createFilter(message, None, False, result.DENY, result.NEUTRAL))
+    context.updateLoggers()
 
 
 class _WhileConverting(logging.Filter):

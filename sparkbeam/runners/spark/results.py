@@ -16,6 +16,7 @@ from sparkbeam.graph import Node
 from sparkbeam.metrics import PipelineMetrics, TransformMetrics
 from sparkbeam.results import ResultViews
 from sparkbeam.runners.spark.engine_errors import spark_errors
+from sparkbeam.runners.spark.progress import say
 from sparkbeam.runners.spark.translate import Translation
 from sparkbeam.schema import Row, columns_to_rows
 from sparkbeam.time import ONE_MICROSECOND, from_micros
@@ -44,6 +45,7 @@ class SparkResult(ResultViews):
     def collect(self, pcoll: PCollection) -> list[Row]:
         """Every row of `pcoll`, as the same Python values the direct runner gives."""
         schema = self.of_run(pcoll).schema
+        say("computing %s", pcoll.node.label)
         with spark_errors(self.pipeline.nodes, pcoll.node):
             table = self.to_dataframe(pcoll).toArrow()
         return columns_to_rows(from_arrow(table, schema), schema)
@@ -91,6 +93,7 @@ class SparkResult(ResultViews):
         state between epochs).
         """
         if self._metrics is None:
+            say("counting the rows of each transform (a Spark job each)")
             self._metrics = self._measure()
         return PipelineMetrics(self._metrics)
 

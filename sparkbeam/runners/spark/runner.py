@@ -25,6 +25,7 @@ from sparkbeam.runners.spark.options import (
     start_failure,
 )
 from sparkbeam.runners.spark.paths import SparkPaths, paths_of, scratch_directory
+from sparkbeam.runners.spark.progress import Clock, say, show_progress
 from sparkbeam.runners.spark.quiet import quiet_session, session_conf
 from sparkbeam.runners.spark.results import SparkResult
 from sparkbeam.runners.spark.sessions import (
@@ -79,6 +80,7 @@ class SparkRunner:
         trigger: str | None = None,
         ship_package: bool = True,
         staging_location: str | os.PathLike[str] | None = None,
+        progress: bool | None = None,
     ) -> None:
         check_spark(spark)
         self._spark = spark
@@ -113,6 +115,12 @@ class SparkRunner:
         collected) and the temporary checkpoints of their queries go: any URI Spark reaches.
         None: a local temporary directory, which only a local master can use (elsewhere
         replayed sources are refused, asking for this)."""
+        if progress is not None and not isinstance(progress, bool):
+            raise PipelineError(f"SparkRunner: progress={progress!r}; use True, False or None")
+        self.progress = progress
+        """Whether the runner's progress lines (starting Spark, each query, each replayed
+        epoch) show on stderr (`progress`): None, when stderr is a terminal and no logging is
+        configured for `sparkbeam`; True, also otherwise; False, only through `logging`."""
         self.paths = SparkPaths(lambda: self.spark)
         """Every path the runner touches, and those `ReadFiles`/`WriteFiles` ask about when
         applied (`sparkbeam.paths.current`): local ones on this machine, URIs through the
@@ -131,11 +139,14 @@ class SparkRunner:
             settings = session_conf(own_conf(self.master, DEFAULT_CONF, self.conf), self.master)
             for key, value in settings.items():
                 builder = builder.config(key, value)
+            clock = Clock()
+            say("starting Spark on %s (a JVM starts: some seconds)", self.master)
             try:
                 self._spark = builder.getOrCreate()
             except Exception as exc:  # PySparkRuntimeError, Py4JJavaError, ...
                 raise start_failure(self.master, self.conf, exc) from None
             quiet_session(self._spark)
+            say("Spark started (%s)", clock)
             self.started_session = True
         return self._spark
 
@@ -144,6 +155,7 @@ class SparkRunner:
         other become `DataError`s or `PipelineError`s naming a transform
         (`engine_errors.spark_errors`: the one being translated or computed, else the
         pipeline's last), the original their cause."""
+        show_progress(self.progress)
         with spark_errors(pipeline.nodes):
             return self._run(pipeline)
 
@@ -160,6 +172,7 @@ class SparkRunner:
             if not self.started_session:
                 warn_crowded_partitions(spark)
             paths = paths_of(spark)
+            say("translating %d transforms into Structured Streaming queries", len(pipeline.nodes))
             scratch = scratch_directory(paths, self.staging_location, "sparkbeam-check-")
             check = StreamingTranslation(spark, pipeline.nodes, join(scratch, "feed"))
             try:
@@ -171,11 +184,13 @@ class SparkRunner:
             return result
         refuse_existing_outputs(pipeline.nodes, self.paths)
         translation = Translation(self.spark, pipeline.nodes)
+        say("translating %d transforms into a Spark batch job", len(pipeline.nodes))
         translation.run()
         for node, frame in translation.writes:
             transform = node.transform
             if isinstance(transform, ForEachBatch):
                 schema = node.info.schema
+                say("computing the rows of %s", node.label)
                 with spark_errors(pipeline.nodes, node):
                     table = frame.toArrow()
                 rows = columns_to_rows(from_arrow(table, schema), schema)
@@ -187,6 +202,7 @@ class SparkRunner:
             writer = nullable(frame).write.mode(mode)
             writer = writer.format(transform.format)
             writer = writer.options(**file_options(transform.format, write=True))
+            say("writing %s", node.label)
             with spark_errors(pipeline.nodes, node):
                 writer.save(transform.path)
         return SparkResult(pipeline, translation)

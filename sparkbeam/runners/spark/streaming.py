@@ -75,6 +75,7 @@ from sparkbeam.runners.spark.translate import (
     units,
 )
 from sparkbeam.schema import INT64_MIN, Schema
+from sparkbeam.time import shown_value
 from sparkbeam.transforms.combine import AggregateFn, CombinePerKey
 from sparkbeam.transforms.connectors import ForEachBatch, ReadFromSpark
 from sparkbeam.transforms.elementwise import Filter, Map, Select
@@ -484,9 +485,9 @@ def _declare_watermark(
             else "about 292,000 years: its interval in microseconds is a 64-bit integer"
         )
         raise PipelineError(
-            f"{node.label}: delay {transform.delay!r} is {delay_ms} {unit}; Spark's watermark "
-            f"delay is at most {limit} milliseconds on the Spark runner ({why}), so it cannot "
-            "run it; use a delay within that range"
+            f"{node.label}: delay {shown_value(transform.delay)} is {delay_ms} {unit}; Spark's "
+            f"watermark delay is at most {limit} milliseconds on the Spark runner ({why}), so "
+            "it cannot run it; use a delay within that range"
         )
     sentinel = run.frame(f"sentinel-{node.id}")
     events = frame.withColumn(SENTINEL, F.lit(False))

@@ -22,8 +22,9 @@ from sparkbeam.runners.spark.engine_errors import spark_errors
 from sparkbeam.runners.spark.judges import Judge
 from sparkbeam.runners.spark.live import sink_of
 from sparkbeam.runners.spark.live_merges import slug
-from sparkbeam.runners.spark.observed import streaming_watermarks
+from sparkbeam.runners.spark.observed import derived_watermarks, streaming_watermarks
 from sparkbeam.runners.spark.planning import ancestors
+from sparkbeam.runners.spark.progress import counted, say
 from sparkbeam.runners.spark.queries import (
     SIDE_BY_SIDE,
     LiveStages,
@@ -139,6 +140,7 @@ class SparkStreamingResult(ResultViews):
     def process_all_available(self) -> None:
         """Block until the live queries have processed every row available now (tests), then
         delete the stage files of live merges that every reader committed."""
+        say("processing what the live sources hold now")
         with spark_errors(self.pipeline.nodes):
             for query in self.queries:
                 query.processAllAvailable()
@@ -147,11 +149,14 @@ class SparkStreamingResult(ResultViews):
 
     def await_termination(self, timeout: float | None = None) -> bool:
         """Wait for the live queries to end (all of them, within `timeout` seconds each)."""
+        say("waiting for the live queries to end")
         with spark_errors(self.pipeline.nodes):
             return all(query.awaitTermination(timeout) is not False for query in self.queries)
 
     def stop(self) -> None:
         """Stop the live queries; their checkpoints stay, to start again from."""
+        if self.sinks:
+            say("stopping %s", counted(len(self.sinks), "sink query", "sink queries"))
         for run in self.sinks.values():
             run.stop()
         if self.live_stages is not None:
@@ -188,7 +193,7 @@ class SparkStreamingResult(ResultViews):
             except Exception as exc:
                 for run in runs:
                     run.stop()
-                if attempt or WORKER_NOT_BACK not in f"{exc} {exc.__cause__}":
+                if attempt or WORKER_NOT_BACK not in f"{exc} {getattr(exc, 'spark_error', '')}":
                     raise
             finally:
                 if together is not None:
@@ -290,6 +295,11 @@ class SparkStreamingResult(ResultViews):
             elif isinstance(node.transform, Join):  # a join's rows out are not its rows in
                 late = _filtered_out(counts, node.id)
             watermarks, lags = streaming_watermarks(node, counts, marks.get(node.id))
+            if len(node.inputs) == 1 and not isinstance(node.transform, WithWatermark):
+                upstream = out.get(nodes[node.inputs[0]].label)
+                if upstream is not None:
+                    derived, lagging = derived_watermarks(node, upstream.watermarks, counts)
+                    watermarks, lags = {**watermarks, **derived}, {**lags, **lagging}
             out[node.label] = TransformMetrics(
                 rows_in=rows_in,
                 rows_out=rows_out,

@@ -33,7 +33,7 @@ found = {}
 T = dt.datetime(2026, 1, 1)
 stream = sb.TestStream(schema={"k": str, "t": dt.datetime, "v": int})
 stream.add_epoch([{"k": "a", "t": T, "v": 2**62}, {"k": "a", "t": T, "v": 2**62}])
-runner = sb.SparkRunner(master="local[2]")
+runner = sb.SparkRunner(master="local[2]", progress=True)  # its lines on stderr
 p = sb.Pipeline(runner=runner)
 ordered = (p | stream).with_watermark("t", "1 second").sort("t")
 sums = ordered.tumble("t", "1 minute").combine_per_key(["k", "window_start"], n=sb.Sum("v"))
@@ -43,6 +43,16 @@ except sb.DataError:
     traceback.print_exc()  # as the interpreter prints an uncaught one
 spark = runner.spark
 found["first"] = [spark.conf.get("spark.sql.shuffle.partitions"), runner.started_session]
+# Spark's state store on a restart from a checkpoint, once per store, under its own name
+store = spark.sparkContext._jvm.org.apache.logging.log4j.LogManager.getLogger(
+    "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider "
+    "StateStoreProviderId[ storeId=StateStoreId[ operatorId=0, partitionId=0 ] ]"
+)
+store.warn(
+    "The state for version 3 doesn't exist in loadedMaps. Reading snapshot file and delta "
+    "files if needed...Note that this is normal for the first batch of starting query."
+)
+store.warn("Error doing snapshots (another warning of the state store)")
 spark.stop()
 
 quiet = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}

@@ -20,6 +20,7 @@ from tests.agreement.pipelines import row_multiset
 from tests.agreement.streams import STREAM_BUILDERS
 from tests.agreement.test_streaming import run as run_stream
 from tests.runners.spark.own_sessions import process
+from tests.tracebacks import ENGINE_MARKS
 
 pytestmark = pytest.mark.spark
 
@@ -88,6 +89,50 @@ def test_a_session_the_runner_starts_prints_no_chatter_and_still_the_error(
     assert error in printed
     shown = [line for line in NOISE if line in printed]
     assert shown == [], printed[-3000:]
+
+
+def test_a_restart_from_a_checkpoint_prints_no_warning(
+    own_sessions: subprocess.CompletedProcess[str],
+) -> None:
+    """Spark's state store warns, on every restart from a checkpoint, that it reads each store's
+    state back from it (`quiet.RESTART_NOTICE`): a session the runner starts drops that
+    message, and that one alone (the script logs it and another as the store does)."""
+    assert "another warning of the state store" in own_sessions.stderr
+    assert "doesn't exist in loadedMaps" not in own_sessions.stderr
+
+
+def test_an_uncaught_error_of_spark_fits_on_one_screen(
+    own_sessions: subprocess.CompletedProcess[str],
+) -> None:
+    """The traceback the interpreter prints for the `DataError` of `own_sessions.SCRIPT` (a
+    sum overflowing in a streaming query): 136 to 208 lines with Spark's exception, a worker's
+    traceback and JVM frames chained before it; now sparkbeam's error alone."""
+    printed = own_sessions.stderr
+    start = printed.index("Traceback (most recent call last)")
+    end = printed.index("sparkbeam.errors.DataError: ", start)
+    traceback = printed[start:end].splitlines()
+    assert len(traceback) <= 30, printed[start : end + 400]
+    for mark in ENGINE_MARKS:
+        assert mark not in printed[start:end], printed[start : end + 400]
+
+
+def test_a_session_the_runner_starts_says_what_it_is_doing(
+    own_sessions: subprocess.CompletedProcess[str],
+) -> None:
+    """`SparkRunner(progress=True)`: its progress lines on stderr, from starting Spark to each
+    epoch of the replayed stream (`runners/spark/progress.py`)."""
+    said = [
+        line.split(" sparkbeam: ", 1)[1]
+        for line in own_sessions.stderr.splitlines()
+        if " sparkbeam: " in line
+    ]
+    assert said[:3] == [
+        "starting Spark on local[2] (a JVM starts: some seconds)",
+        said[1],
+        "translating 5 transforms into Structured Streaming queries",
+    ], said
+    assert said[1].startswith("Spark started ("), said
+    assert "replaying 1 epoch through 1 query" in " ".join(said), said
 
 
 def test_conf_for_a_session_already_active_is_not_applied_but_told(spark: Any) -> None:

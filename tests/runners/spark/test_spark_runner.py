@@ -10,7 +10,9 @@ Row-for-row agreement of whole pipelines is in `tests/agreement/`.
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import shutil
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta, timezone
@@ -52,7 +54,15 @@ def assert_clean_message(message: str) -> None:
 # --- the runner and its session ----------------------------------------------------------
 
 
-def test_runner_spark_as_a_string_reuses_the_running_session(spark: Any) -> None:
+def progress_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The Spark runner's progress lines `caplog` caught (`runners/spark/progress.py`)."""
+    return [r.getMessage() for r in caplog.records if r.name == "sparkbeam.spark"]
+
+
+def test_runner_spark_as_a_string_reuses_the_running_session(
+    spark: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="sparkbeam")
     p = sb.Pipeline(runner="spark")
     assert isinstance(p.runner, sb.SparkRunner)
     rows = p | sb.Create([{"n": 1}, {"n": 2}])
@@ -61,6 +71,11 @@ def test_runner_spark_as_a_string_reuses_the_running_session(spark: Any) -> None
     assert isinstance(result, sb.SparkResult)
     assert p.runner.spark is spark  # SparkSession.builder.getOrCreate() found the test session
     assert sorted(r["n"] for r in result.collect(doubled)) == [2, 3]
+    # what it did, said as it went: translating, then each PCollection it computes
+    assert progress_lines(caplog) == [
+        "translating 2 transforms into a Spark batch job",
+        f"computing {doubled.node.label}",
+    ]
 
 
 def test_context_manager_and_assert_that_on_spark(spark_runner: Any) -> None:
@@ -97,8 +112,9 @@ def sorted_stream(p: sb.Pipeline) -> sb.PCollection:
 
 
 def test_a_streaming_run_leaves_the_sessions_settings_as_they_were(
-    spark: Any, spark_runner: Any, provider_named: str
+    spark: Any, spark_runner: Any, provider_named: str, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="sparkbeam")
     p = sb.Pipeline(runner=spark_runner)
     ordered = sorted_stream(p)
     result = p.run()
@@ -106,6 +122,16 @@ def test_a_streaming_run_leaves_the_sessions_settings_as_they_were(
     # the query, started when collected, starts with the settings it needs all the same
     assert result.collect(ordered) == [{"t": 1}, {"t": 3}, {"t": 7}]
     assert spark.conf.get(PROVIDER) == provider_named
+    # each phase said as it went: translating, the query started, each epoch, the end
+    said = [re.sub(r"\(\d+\.\d s\)", "(s)", line) for line in progress_lines(caplog)]
+    assert said == [
+        "translating 3 transforms into Structured Streaming queries",
+        f"started the query of {ordered.node.label}",
+        "replaying 2 epochs through 1 query, a micro-batch each, then the end of input",
+        "epoch 1 run (s)",
+        "epoch 2 run (s)",
+        "end of input run; stopping the queries",
+    ]
 
 
 def test_a_streaming_run_that_raises_leaves_the_sessions_settings_as_they_were(

@@ -21,6 +21,7 @@ import pytest
 import sparkbeam as sb
 from tests.agreement.pipelines import row_multiset
 from tests.runners.spark.drivers import ROOT, SESSION, kill_during_batch
+from tests.tracebacks import assert_short_as_direct
 
 pytestmark = pytest.mark.spark
 
@@ -248,10 +249,20 @@ def test_callback_sink_replays_a_failed_batch_with_the_same_id(spark: Any, tmp_p
         return p.run()
 
     first = start()
-    with pytest.raises(Exception, match="the sink's store is down"):
+    with pytest.raises(sb.PipelineError, match="the sink's store is down") as caught:
         first.process_all_available()
     first.stop()
     assert failures and failures[0] not in by_batch
+
+    # printed, as short as the direct runner's error for a callback failing the same way
+    def store_down(rows: list[dict[str, Any]], batch: int) -> None:
+        raise RuntimeError("the sink's store is down")
+
+    direct = sb.Pipeline()
+    (direct | sb.Create([{"k": "a"}])).for_each_batch(store_down)
+    with pytest.raises(sb.PipelineError) as on_direct:
+        direct.run()
+    assert_short_as_direct(caught.value, on_direct.value)
 
     second = start()
     second.process_all_available()
