@@ -67,8 +67,12 @@ SPARK_CONF = {
     "spark.driver.memory": "2g",
     # The suite's one JVM works for ten minutes on a 2g heap, two cores busy: the parallel
     # collector's pauses cost it less than G1's concurrent threads (about 3 to 12 percent
-    # less wall time over the streaming tests, measured side by side).
-    "spark.driver.extraJavaOptions": "-XX:+UseParallelGC",
+    # less wall time over the streaming tests, measured side by side). Its work is many small
+    # queries, each planned, compiled and run once: the optimizing (C2) compiler's threads
+    # spent more CPU than its code gives back; with the quick (C1) compiler alone the JVM
+    # used a third less CPU over three streaming agreement tests (72 and 75 s against 103
+    # and 119 s, alternating runs), the tests' wall time about a fifth less.
+    "spark.driver.extraJavaOptions": "-XX:+UseParallelGC -XX:TieredStopAtLevel=1",
     # A streaming query with nothing new to read looks again after this delay (Spark's
     # default is 10 ms). The runner feeds epochs to several queries in turn, so most of
     # them wait at any moment: polling every 10 ms costs each about 6 percent of a core,
