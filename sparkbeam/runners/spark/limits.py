@@ -1,20 +1,16 @@
 """Every refusal of the Spark runner, in one place: what it cannot run, where, why and what to
 do (one `Refusal` each, in `REFUSALS`).
 
-Call sites raise them with `raise ENTRY.error(node.label, **fields)`, when the
-pipeline is translated or a query planned, before any query runs. The docs'
+Call sites raise them with `raise ENTRY.error(node.label, **fields)`: those the graph alone
+decides in the plan's phases (`plan/`), before any session exists; the others when the pipeline
+is translated or a query planned, before any query runs. The docs'
 "Where each runs" table is generated from this catalogue and the support matrix
 (`tests/support/`, `scripts/support_table.py`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from sparkbeam.graph import Node
 from sparkbeam.runners.shared.refusals import BATCH, LIVE, STREAMING, Refusal
-from sparkbeam.transforms.combine import CombinePerKey
-from sparkbeam.transforms.watermark import WithWatermark
 
 NO_TRANSLATION = Refusal(
     name="spark-no-translation",
@@ -258,22 +254,3 @@ REFUSALS = (
     MAX_DRIFT_LIVE,
 )
 """The Spark runner's refusals, in the order docs/support.md lists them."""
-
-
-def refuse_update_mode(nodes: Sequence[Node]) -> None:
-    """Raise the refusal of the first `CombinePerKey(emit="update")`, before Spark starts."""
-    for node in nodes:
-        transform = node.transform
-        if isinstance(transform, CombinePerKey) and transform.updates:
-            raise UPDATE_MODE.error(node.label)
-
-
-def refuse_streaming_limits(nodes: Sequence[Node]) -> None:
-    """Raise the refusal of the first node of an unbounded pipeline that no translator sees:
-    `idle_after` as processing time."""
-    for node in nodes:
-        transform = node.transform
-        if not isinstance(transform, WithWatermark):
-            continue
-        if transform.idle_after is not None and transform.idle_epochs(node.label) is None:
-            raise IDLE_PROCESSING_TIME.error(node.label, idle_after=transform.idle_after)

@@ -18,6 +18,7 @@ from sparkbeam.runners.spark.late_filter import (
     current_watermark_filter,
     late_against_current_watermark,
 )
+from sparkbeam.runners.spark.plan.origins import merges_chained_origins
 from sparkbeam.runners.spark.translate import (
     join_output,
 )
@@ -46,9 +47,7 @@ def require_separable_origins(run: StreamingTranslation, node: Node) -> None:
     (`StreamingRun`); a `WithWatermark` downstream of another cannot be cut
     out that way.
     """
-    origins = frozenset().union(*(run.origins[i] for i in node.inputs))
-    nested = [o for o in origins if any(o in run.origins[p] for p in origins if p != o)]
-    if len(origins) > 1 and nested:
+    if merges_chained_origins(run.origins, node.inputs):
         raise limits.CHAINED_WATERMARKS.error(node.label)
 
 

@@ -13,9 +13,9 @@ from sparkbeam.arrow import from_arrow
 from sparkbeam.errors import PipelineError
 from sparkbeam.paths import join
 from sparkbeam.runners.shared.writes import refuse_existing_outputs, refuse_overlapping_writes
+from sparkbeam.runners.spark import plan
 from sparkbeam.runners.spark.arrow import require_spark_types
 from sparkbeam.runners.spark.engine_errors import spark_errors
-from sparkbeam.runners.spark.limits import refuse_streaming_limits, refuse_update_mode
 from sparkbeam.runners.spark.options import (
     check_conf,
     check_location,
@@ -160,14 +160,13 @@ class SparkRunner:
             return self._run(pipeline)
 
     def _run(self, pipeline: Pipeline) -> SparkResult | SparkStreamingResult:
-        refuse_update_mode(pipeline.nodes)
+        plan.refuse(pipeline.nodes)
         refuse_overlapping_writes(pipeline.nodes)
         for node in pipeline.nodes:
             require_spark_types(node.info.schema, node.label, node.transform)
         if self.ship_package:
             ship_package(self.spark)
         if any(not node.info.bounded for node in pipeline.nodes):
-            refuse_streaming_limits(pipeline.nodes)
             spark = self.spark
             if not self.started_session:
                 warn_crowded_partitions(spark)
