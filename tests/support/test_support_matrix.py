@@ -8,7 +8,9 @@
   queries run in `tests/runners/spark/test_streaming_production.py`).
 - `Refused`: a `PipelineError` whose message is the catalogue entry's
   (`sparkbeam/runners/*/limits.py`), naming a node, raised before any query,
-  Spark job or direct run starts.
+  Spark job or direct run starts; those the Spark runner decides from the graph alone
+  (its plan's phases, and Spark's column types) before any session exists, checked on a
+  runner that fails if it asks for one (`sessionless`): these cells are not Spark-marked.
 
 The Spark streaming cases that run are collected side by side, three
 queries at a time, once for the module (`streaming_rows`).
@@ -31,11 +33,34 @@ from sparkbeam.runners.direct.executor import Executor
 from sparkbeam.runners.direct.parallel import ParallelExecutor
 from sparkbeam.runners.shared.refusals import BATCH, DIRECT, LIVE, MODES, PARALLEL, STREAMING
 from sparkbeam.runners.spark import limits as spark_limits
+from sparkbeam.runners.spark import plan
+from sparkbeam.runners.spark.runner import SparkRunner
 from sparkbeam.runners.spark.streaming_results import SIDE_BY_SIDE
 from tests.support.expected import DIRECT_ROWS
 from tests.support.matrix import FEATURES, Feature, Mode, Refused, Runs
 
 SPARK_MODES = (BATCH, STREAMING, LIVE)
+BEFORE_SESSION = frozenset(plan.DECIDED) | {spark_limits.OBJECT_COLUMN}
+"""The Spark runner's refusals raised before it gets or starts a session."""
+
+
+def needs_spark(feature: Feature, mode: str) -> bool:
+    """Whether the cell needs a Spark session: a Spark mode, but for a refusal raised
+    before any session exists."""
+    outcome = feature.outcomes[mode]
+    if isinstance(outcome, Refused) and outcome.refusal in BEFORE_SESSION:
+        return False
+    return mode in SPARK_MODES
+
+
+def sessionless(monkeypatch: pytest.MonkeyPatch) -> SparkRunner:
+    """A Spark runner that fails if it gets or starts a session."""
+
+    def session(runner: SparkRunner) -> None:
+        raise AssertionError("the Spark runner asked for a session before the refusal")
+
+    monkeypatch.setattr(SparkRunner, "spark", property(session))
+    return SparkRunner()
 
 
 def canonical(rows: list[dict[str, Any]]) -> list[str]:
@@ -86,13 +111,16 @@ class StubQuery:
 
 
 @contextlib.contextmanager
-def nothing_runs(mode: str, runner: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Fail if a direct run, a Spark streaming query or a Spark job starts inside."""
+def nothing_runs(
+    mode: str, runner: Any, monkeypatch: pytest.MonkeyPatch, session: bool
+) -> Iterator[None]:
+    """Fail if a direct run, a Spark streaming query or a Spark job starts inside (with no
+    `session`, the runner fails itself if it asks for one: `sessionless`)."""
 
     def started(*args: Any, **kwargs: Any) -> None:
         raise AssertionError(f"{mode}: something ran before the refusal")
 
-    if mode not in SPARK_MODES:
+    if mode not in SPARK_MODES or not session:
         monkeypatch.setattr(Executor, "run", started)
         monkeypatch.setattr(ParallelExecutor, "run", started)
         yield
@@ -115,13 +143,14 @@ def assert_refused(
     runner: Any,
     directory: str,
     monkeypatch: pytest.MonkeyPatch,
+    session: bool,
 ) -> None:
     p = sb.Pipeline(runner=runner)
     outputs = feature.build(p, Mode(mode, directory))
     if mode == LIVE and outcome.at == "run":
         for output in outputs:
             output.for_each_batch(ignore)
-    with nothing_runs(mode, runner, monkeypatch):
+    with nothing_runs(mode, runner, monkeypatch, session):
         if outcome.at == "collect":
             result = p.run()
             with pytest.raises(sb.PipelineError) as info:
@@ -195,7 +224,7 @@ CASES = [
         feature,
         mode,
         id=f"{index:02d}-{mode}",
-        marks=[pytest.mark.spark] if mode in SPARK_MODES else [],
+        marks=[pytest.mark.spark] if needs_spark(feature, mode) else [],
     )
     for (index, feature), mode in itertools.product(enumerate(FEATURES), MODES)
 ]
@@ -212,8 +241,12 @@ def test_feature_on_mode(
     outcome = feature.outcomes[mode]
     directory = str(tmp_path)
     if isinstance(outcome, Refused):
-        runner = runner_for(mode, request)
-        assert_refused(feature, mode, outcome, runner, directory, monkeypatch)
+        session = needs_spark(feature, mode)
+        if session or mode not in SPARK_MODES:
+            runner = runner_for(mode, request)
+        else:
+            runner = sessionless(monkeypatch)
+        assert_refused(feature, mode, outcome, runner, directory, monkeypatch, session)
         return
     if mode == LIVE:
         assert_planned(feature, runner_for(mode, request), directory, monkeypatch)
