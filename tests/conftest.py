@@ -71,7 +71,8 @@ SPARK_CONF = {
     # queries, each planned, compiled and run once: the optimizing (C2) compiler's threads
     # spent more CPU than its code gives back; with the quick (C1) compiler alone the JVM
     # used a third less CPU over three streaming agreement tests (72 and 75 s against 103
-    # and 119 s, alternating runs), the tests' wall time about a fifth less.
+    # and 119 s, alternating runs). Over the whole suite no difference showed beyond the
+    # noise of single runs (948 s with C1, 919 s with C2 on a run that shared the machine).
     "spark.driver.extraJavaOptions": "-XX:+UseParallelGC -XX:TieredStopAtLevel=1",
     # A streaming query with nothing new to read looks again after this delay (Spark's
     # default is 10 ms). The runner feeds epochs to several queries in turn, so most of
