@@ -61,7 +61,6 @@ from sparkbeam.runners.spark.merges import (
 from sparkbeam.runners.spark.observed import LATEST, Derive, observed, tumble_counts
 from sparkbeam.runners.spark.paths import paths_of
 from sparkbeam.runners.spark.plan.origins import redefines_watermark
-from sparkbeam.runners.spark.plan.phases import emits_per_row
 from sparkbeam.runners.spark.python_combine import combine_stream
 from sparkbeam.runners.spark.python_functions import fail_when
 from sparkbeam.runners.spark.session_groups import session_groups
@@ -398,7 +397,7 @@ def with_watermark(translation: Translation, node: Node, inputs: Sequence[DataFr
     run = _streaming(translation)
     transform = node.transform
     assert isinstance(transform, WithWatermark)
-    if emits_per_row(transform):
+    if transform.raises_watermark_per_row():
         raise limits.EMIT_EVENT.error(node.label, emit=transform.emit)
     if redefines_watermark(run.origins, node):
         raise limits.CHAINED_WATERMARKS.error(node.label)

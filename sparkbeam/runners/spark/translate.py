@@ -48,7 +48,6 @@ from sparkbeam.runners.spark.arrow import (
 from sparkbeam.runners.spark.engine_errors import spark_errors
 from sparkbeam.runners.spark.expressions import Compiler
 from sparkbeam.runners.spark.paths import paths_of
-from sparkbeam.runners.spark.plan.phases import emits_per_row
 from sparkbeam.runners.spark.python_functions import (
     combine_groups,
     fail_when,
@@ -374,7 +373,7 @@ def connector_frame(loaded: DataFrame, node: Node) -> DataFrame:
 def with_watermark(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
     transform = node.transform
     assert isinstance(transform, WithWatermark)
-    if emits_per_row(transform):
+    if transform.raises_watermark_per_row():
         raise limits.EMIT_EVENT.error(node.label, emit=transform.emit)
     (frame,) = inputs
     time = F.col(transform.column)

@@ -27,12 +27,6 @@ Origins = Mapping[int, frozenset[int]]
 Phase = Callable[[Sequence[Node], Origins], None]
 
 
-def emits_per_row(transform: object) -> bool:
-    """Whether `transform` is a `WithWatermark` raising its watermark after every row
-    (`emit="event"`), which Spark cannot: it raises it once per micro-batch."""
-    return isinstance(transform, WithWatermark) and transform.emit != "periodic"
-
-
 def refuse_update_mode(nodes: Sequence[Node], origins: Origins) -> None:
     """`CombinePerKey(emit="update")`, in every mode."""
     for node in nodes:
@@ -44,7 +38,7 @@ def refuse_update_mode(nodes: Sequence[Node], origins: Origins) -> None:
 def refuse_emit_event(nodes: Sequence[Node], origins: Origins) -> None:
     """`WithWatermark(emit="event")`, in every mode."""
     for node in nodes:
-        if emits_per_row(node.transform):
+        if node.transform.raises_watermark_per_row():
             assert isinstance(node.transform, WithWatermark)
             raise limits.EMIT_EVENT.error(node.label, emit=node.transform.emit)
 
