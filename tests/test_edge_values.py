@@ -208,7 +208,7 @@ def test_integer_times_beyond_what_spark_holds_are_a_data_error_on_spark_streami
     microseconds: a time beyond `INT_TIME_RANGE` would overflow there or lie past the end of
     input (its window never closed, its rows lost). The Spark runner names the
     `WithWatermark` and the row; times up to the range's end run (microseconds of today)."""
-    from sparkbeam.runners.spark.judges import INT_TIME_RANGE
+    from sparkbeam.runners.spark.exact.judges import INT_TIME_RANGE
 
     now_us = 1_775_037_600_000_000  # 2026-04-01 10:00 in microseconds since 1970
     stream = sb.TestStream({"n": int, "t": int})
@@ -225,9 +225,9 @@ def test_integer_times_beyond_what_spark_holds_are_a_data_error_on_spark_streami
 @pytest.mark.spark
 def test_integer_times_beyond_what_spark_holds_where_watermarks_meet(spark_runner: Any) -> None:
     """Where two `WithWatermark`s meet, the runner judges each one's epochs itself (no stage
-    query: `fed_stage`): a time beyond `INT_TIME_RANGE` is the same `DataError`, even on a row
+    query: `exact.fed`): a time beyond `INT_TIME_RANGE` is the same `DataError`, even on a row
     that would be late there (it is never dropped as late instead)."""
-    from sparkbeam.runners.spark.judges import INT_TIME_RANGE
+    from sparkbeam.runners.spark.exact.judges import INT_TIME_RANGE
 
     now_us = 1_775_037_600_000_000
     ticks = sb.TestStream({"n": int, "t": int})
@@ -309,7 +309,7 @@ def test_a_window_ending_after_what_spark_streaming_holds_is_a_data_error(
     input lies beyond them): a window ending later, within 64 bits, is a `DataError` naming
     the window and the row there (before, it never closed and its rows were lost without a
     word); the direct runner emits it."""
-    from sparkbeam.runners.spark.judges import INT_TIME_RANGE
+    from sparkbeam.runners.spark.exact.judges import INT_TIME_RANGE
 
     t = 4_400_000_000_000_000
     size = 4_600_000_000_000_000  # the window [t, t + size) ends after the range

@@ -1,5 +1,6 @@
 """Rows exactly at the watermark, one microsecond below and one above, through every late-row
-filter the Spark runner chooses (`runners/spark/late_filter.py`), fed and live."""
+filter the Spark runner chooses (`runners/spark/plan/late_filters.py`, the filters in
+`runners/spark/exact/`), fed and live."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import sparkbeam as sb
-from sparkbeam.runners.spark.queries import ONE_WATERMARK, StreamingRun
-from sparkbeam.runners.spark.streaming import StreamingTranslation
+from sparkbeam.runners.spark.plan.late_filters import Strategy
+from sparkbeam.runners.spark.queries import StreamingRun
+from sparkbeam.runners.spark.streaming import ONE_WATERMARK, StreamingTranslation
 from tests.agreement.pipelines import row_multiset
 from tests.agreement.streams import StreamOutputs
 from tests.agreement.test_streaming import assert_agree_epoch_by_epoch
@@ -124,10 +126,12 @@ def test_the_live_filters_agree_at_the_watermark(spark: Any, tmp_path: Any) -> N
     chosen = {}
     for name in ("kept", "windows"):
         run = StreamingRun(spark, p.nodes, sinks[name].node, sink=lambda frame: None, live=True)
-        chosen[name] = (run.final.translation.late_filter, dict(run.final.translation.settings))
+        translation = run.final.translation
+        (origin,) = translation.late_filters.filters.values()
+        chosen[name] = (origin.strategy, dict(translation.settings))
         run.stop()
-    assert chosen["kept"] == ("dedup", {ONE_WATERMARK[0]: ONE_WATERMARK[1]})
-    assert chosen["windows"][0] == "current"
+    assert chosen["kept"] == (Strategy.DEDUP, {ONE_WATERMARK[0]: ONE_WATERMARK[1]})
+    assert chosen["windows"][0] is Strategy.CURRENT
     running = p.run()
     try:
         running.process_all_available()

@@ -24,7 +24,7 @@ from sparkbeam.graph import Node
 from sparkbeam.paths import Paths, join
 from sparkbeam.runners.shared.files import read_file
 from sparkbeam.runners.spark.arrow import spark_schema
-from sparkbeam.runners.spark.judges import FAR_FUTURE_INT, FAR_FUTURE_MICROS
+from sparkbeam.runners.spark.exact.judges import FAR_FUTURE_INT, FAR_FUTURE_MICROS
 from sparkbeam.schema import Columns, Schema, rows_to_columns
 from sparkbeam.transforms.connectors import ReadFromSpark
 from sparkbeam.transforms.files import ReadFiles, data_files
@@ -41,7 +41,7 @@ class Channel:
 
     `marks` name the constant columns it carries besides its schema's: one per
     `WithWatermark` that reads this source directly, holding the watermark the
-    epoch's rows are judged by (`late_filter.epoch_watermark_filter`).
+    epoch's rows are judged by (`exact.late_filter.epoch_watermark_filter`).
     """
 
     def __init__(

@@ -31,7 +31,7 @@ model's and Spark's watermark `max - delay` on the same millisecond floor):
 
 1. A stage reads one new file per micro-batch (`live.live_files`), as the
    direct runner takes one file per epoch, and judges its rows by the
-   current batch's watermark (`queries.ONE_WATERMARK`: the filter is the
+   current batch's watermark (`streaming.ONE_WATERMARK`: the filter is the
    query's only stateful operator): the watermark of the files before, the
    model's `WithWatermark` exactly. Its watermark after batch `k` is `wm_k =
    max(t over files <= k) - delay`.
@@ -57,7 +57,7 @@ model's and Spark's watermark `max - delay` on the same millisecond floor):
    micro-batches the files fell into.
 4. `policy="max"`: the merge's late rows (`late_rows()`) are its input rows
    not above the final query's watermark, the latest of the origins',
-   judged against the current batch's watermark (`late_filter`), which is
+   judged against the current batch's watermark (`exact.late_filter`), which is
    the model's "rows of an epoch against the merged watermark of the epoch
    before" when a final micro-batch holds one epoch of every stage. Which
    rows are late then depends on which stage batches each final batch

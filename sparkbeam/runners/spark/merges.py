@@ -13,11 +13,9 @@ from pyspark.sql import functions as F
 from sparkbeam.graph import Node
 from sparkbeam.runners.spark import limits
 from sparkbeam.runners.spark.arrow import spark_schema
-from sparkbeam.runners.spark.judges import Judge, first_seen, stateful
-from sparkbeam.runners.spark.late_filter import (
-    current_watermark_filter,
-    late_against_current_watermark,
-)
+from sparkbeam.runners.spark.exact.judges import Judge
+from sparkbeam.runners.spark.exact.late_filter import late_against_current_watermark
+from sparkbeam.runners.spark.exact.late_rows import not_late_at_merge
 from sparkbeam.runners.spark.plan.origins import merges_chained_origins
 from sparkbeam.runners.spark.translate import (
     join_output,
@@ -58,16 +56,9 @@ def not_late(
     judges: Sequence[Column],
     label: str,
 ) -> DataFrame:
-    """The rows of `frame` (columns `schema`) not late on any of `judges` at a merge.
-
-    Where the runner feeds the epochs (a no-data batch runs between two), Spark's watermark
-    for late events is the current batch's: its deduplication is the exact filter
-    (`judges.first_seen`), in the JVM. Over live sources the final query runs batches back
-    to back: a `transformWithState` compares with the current batch's watermark
-    (`late_filter.current_watermark_filter`)."""
-    if run.live:
-        return current_watermark_filter(frame, schema, judges, label)
-    return first_seen(stateful(frame, judges))
+    """The rows of `frame` (columns `schema`) not late on any of `judges` at a merge, by the
+    filter the plan chose for the query's merges (`exact.late_rows.not_late_at_merge`)."""
+    return not_late_at_merge(run.late_filters.merges, frame, schema, judges, label)
 
 
 def judged_sides(

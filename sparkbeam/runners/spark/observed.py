@@ -12,8 +12,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sparkbeam.graph import Node
-from sparkbeam.runners.spark.judges import Judge
-from sparkbeam.runners.spark.late_filter import mark as mark_of
+from sparkbeam.runners.spark.exact.judges import Judge
+from sparkbeam.runners.spark.exact.late_filter import mark as mark_of
 from sparkbeam.runners.spark.translate import (
     units,
 )

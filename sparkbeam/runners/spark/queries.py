@@ -33,8 +33,8 @@ from sparkbeam.runners.spark.epochs import (
     is_replayed,
     put_sentinel,
 )
-from sparkbeam.runners.spark.fed_stage import FedWatermark
-from sparkbeam.runners.spark.judges import Judge
+from sparkbeam.runners.spark.exact.fed import FedWatermark
+from sparkbeam.runners.spark.exact.judges import Judge
 from sparkbeam.runners.spark.live import Sink
 from sparkbeam.runners.spark.live_merges import (
     StagedFiles,
@@ -44,23 +44,14 @@ from sparkbeam.runners.spark.live_merges import (
 )
 from sparkbeam.runners.spark.observed import LATEST, model_watermark, observed_fields
 from sparkbeam.runners.spark.paths import paths_of, require_staging, scratch_directory
-from sparkbeam.runners.spark.planning import ancestors, origins_meet, stateful_depth
+from sparkbeam.runners.spark.plan.late_filters import Role
+from sparkbeam.runners.spark.planning import ancestors, origins_meet
 from sparkbeam.runners.spark.progress import Clock, counted, say
 from sparkbeam.runners.spark.quiet import converting
 from sparkbeam.runners.spark.shipping import is_connect
 from sparkbeam.runners.spark.streaming import MAX_POLICY, StreamingTranslation
 from sparkbeam.schema import columns_to_rows
 from sparkbeam.transforms.watermark import WithWatermark
-
-ONE_WATERMARK = ("spark.sql.streaming.statefulOperator.allowMultiple", "false")
-"""Spark's stateful operators drop late input by the previous batch's watermark (and evict
-state by the current one), so that rows one operator emits are not late for the next. That
-is the model's watermark only when a no-data batch runs between two data batches, as when
-the runner feeds epochs; a live source with a backlog runs data batches back to back. With
-this setting every operator judges by the current batch's watermark: exact for the
-late-row filter and one operator after it (rows it passes lie above that watermark), wrong
-for an operator after another (what the first emits would be late for the second)."""
-
 
 _STARTING = threading.Lock()
 
@@ -270,7 +261,7 @@ class Stage:
 class FedStage(Stage):
     """A stage the runner runs itself, with no query: a `WithWatermark` read straight from a
     replayed source (`StreamingTranslation.epoch_marks`), judged on each epoch's Arrow rows
-    (`fed_stage`). Its translation is planned as a stage query's (the same refusals and
+    (`exact.fed`). Its translation is planned as a stage query's (the same refusals and
     judges) but never started."""
 
     def __init__(
@@ -311,14 +302,9 @@ class FedStage(Stage):
 def stage_of(
     translation: StreamingTranslation, target: Node, outputs: Sequence[Channel] = ()
 ) -> Stage:
-    """The stage of origin `target`: a `FedStage` where it reads nothing but the replayed
-    source it judges, else a query."""
-    marked = translation.epoch_marks.get(target.id)
-    if (
-        not translation.live
-        and marked is not None
-        and translation.selected == {marked[0], target.id}
-    ):
+    """The stage of origin `target`: a `FedStage` where the plan judges it without a query
+    (`Strategy.FED`: it reads nothing but the replayed source it judges), else a query."""
+    if translation.late_filters.fed(target.id):
         return FedStage(translation, target, outputs)
     return Stage(translation, target, outputs)
 
@@ -446,6 +432,7 @@ class StreamingRun:
             live,
             staged_paths,
             epochs,
+            back_to_back=self.live,
         )
         if not staged_paths:
             for origin in sorted(staged):
@@ -458,16 +445,9 @@ class StreamingRun:
                     continue
                 directory = join(self.directory, f"stage-{origin}")
                 translation = StreamingTranslation(
-                    spark, nodes, directory, ancestors(nodes, node), epochs=epochs
+                    spark, nodes, directory, ancestors(nodes, node), epochs=epochs, role=Role.STAGE
                 )
                 self.stages.append(stage_of(translation, node, [output]))
-        if self.live:
-            # Back-to-back batches: judge late rows by the current batch's watermark.
-            if stateful_depth(nodes, needed) <= 2:
-                # the filter and at most one operator after it
-                final.settings[ONE_WATERMARK[0]] = ONE_WATERMARK[1]
-            else:
-                final.late_filter = "current"
         self.alignment = AlignmentGraph.of(nodes)
         """Watermark alignment (`max_drift`): which sources to hold back after each epoch."""
         if self.alignment is not None:
@@ -508,7 +488,7 @@ class StreamingRun:
             node = nodes[origin]
             directory = join(self.directory, f"shadow-{origin}")
             translation = StreamingTranslation(
-                spark, nodes, directory, ancestors(nodes, node), epochs=epochs
+                spark, nodes, directory, ancestors(nodes, node), epochs=epochs, role=Role.SHADOW
             )
             self.stages.append(Stage(translation, node))
 
@@ -771,7 +751,12 @@ class ReplayedStages(SharedStages):
             self.root = scratch_directory(self.paths, self.staging, "sparkbeam-stages-")
         directory = join(self.root, f"stage-{node.id}")
         translation = StreamingTranslation(
-            self.spark, nodes, directory, ancestors(nodes, node), epochs=self.epochs
+            self.spark,
+            nodes,
+            directory,
+            ancestors(nodes, node),
+            epochs=self.epochs,
+            role=Role.STAGE,
         )
         translation.run()
         stage = stage_of(translation, node, [])
@@ -829,12 +814,11 @@ class LiveStages(SharedStages):
             return stage
         directory = self.directory(node)
         feed = join(directory, "feed")
-        translation = StreamingTranslation(
-            self.spark, nodes, feed, ancestors(nodes, node), live=True
-        )
         # The late-row filter is the query's only stateful operator: it judges by the
-        # current batch's watermark, the model's (see `ONE_WATERMARK`).
-        translation.settings[ONE_WATERMARK[0]] = ONE_WATERMARK[1]
+        # current batch's watermark, the model's (`plan.late_filters`).
+        translation = StreamingTranslation(
+            self.spark, nodes, feed, ancestors(nodes, node), live=True, role=Role.LIVE_STAGE
+        )
         translation.run()
         rows = self.rows(node)
         self.paths.mkdirs(rows)  # there before any query reads it

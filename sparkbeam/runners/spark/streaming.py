@@ -29,7 +29,7 @@ from sparkbeam.runners.spark.epochs import (
     SourceEpochs,
     is_replayed,
 )
-from sparkbeam.runners.spark.judges import (
+from sparkbeam.runners.spark.exact.judges import (
     INT_TIME_OUTSIDE,
     INT_TIME_RANGE,
     INT_WINDOW_OUTSIDE,
@@ -38,18 +38,13 @@ from sparkbeam.runners.spark.judges import (
     Judge,
     as_spark_time,
     derive_judges,
-    first_seen,
     own_judge,
     stateful,
     with_watermark_metadata,
 )
+from sparkbeam.runners.spark.exact.late_filter import late_against_current_watermark
+from sparkbeam.runners.spark.exact.late_rows import filter_late_rows
 from sparkbeam.runners.spark.keyed_state import recording_state
-from sparkbeam.runners.spark.late_filter import (
-    EPOCH_WATERMARK,
-    current_watermark_filter,
-    epoch_watermark_filter,
-    late_against_current_watermark,
-)
 from sparkbeam.runners.spark.live import live_files
 from sparkbeam.runners.spark.live_merges import staged_rows
 from sparkbeam.runners.spark.merges import (
@@ -60,6 +55,7 @@ from sparkbeam.runners.spark.merges import (
 )
 from sparkbeam.runners.spark.observed import LATEST, Derive, observed, tumble_counts
 from sparkbeam.runners.spark.paths import paths_of
+from sparkbeam.runners.spark.plan.late_filters import Query, Role, late_filters
 from sparkbeam.runners.spark.plan.origins import redefines_watermark
 from sparkbeam.runners.spark.python_combine import combine_stream
 from sparkbeam.runners.spark.python_functions import fail_when
@@ -121,6 +117,17 @@ changes no row. The late-row filter's dedup keys on `uuid()`, whose seed differs
 copies, so a plan with the filter in the same query was never reused."""
 
 
+ONE_WATERMARK = ("spark.sql.streaming.statefulOperator.allowMultiple", "false")
+"""Spark's stateful operators drop late input by the previous batch's watermark (and evict
+state by the current one), so that rows one operator emits are not late for the next. That
+is the model's watermark only when a no-data batch runs between two data batches, as when
+the runner feeds epochs; a live source with a backlog runs data batches back to back. With
+this setting every operator judges by the current batch's watermark: exact for the
+late-row filter and one operator after it (rows it passes lie above that watermark), wrong
+for an operator after another (what the first emits would be late for the second). The plan
+decides which queries start with it (`plan.late_filters`)."""
+
+
 MAX_POLICY = ("spark.sql.streaming.multipleWatermarkPolicy", "max")
 """Spark's watermark of a query is the latest of its `withWatermark`s' instead of the earliest:
 `policy="max"` where watermarks of different `WithWatermark`s meet."""
@@ -164,19 +171,17 @@ class StreamingTranslation(Translation):
         live: bool = False,
         staged_paths: dict[int, str] | None = None,
         epochs: SourceEpochs | None = None,
+        role: Role = Role.FINAL,
+        back_to_back: bool = False,
     ) -> None:
         super().__init__(spark, nodes)
         self.directory = directory
         self.live = live
         """Whether `ReadFiles(streaming=True)` is Spark's own file source (a production run)
         rather than replayed epoch by epoch (`collect`)."""
-        self.late_filter = "dedup"
-        """How `WithWatermark` drops late rows: a deduplication keyed on the judge, exact when
-        it judges by the current batch's watermark; or "current", a pass-through
-        `transformWithState` that compares with that watermark (`late_filter`)."""
         self.settings: dict[str, str] = {}
         """Spark settings the query starts with (`Stage.start` sets them only while it
-        starts): `ONE_WATERMARK` (see `StreamingRun`), `MAX_POLICY` (a `Union` with
+        starts): `ONE_WATERMARK` (`late_filters.one_watermark`), `MAX_POLICY` (a `Union` with
         `policy="max"`), `STATE_STORE` and `CHANGELOG` (a `transformWithState`),
         `NO_EXCHANGE_REUSE` (a node with several inputs)."""
         self.keyed_state: set[int] = set()
@@ -187,19 +192,21 @@ class StreamingTranslation(Translation):
         self.staged_paths = staged_paths or {}
         """Live merges: where a stage query writes each staged node's rows (its file sink),
         read as a file stream instead of a channel of the feed (`live_merges`)."""
-        self.epoch_marks: dict[int, tuple[int, str]] = {}
+        replayed = frozenset(i for i in self.selected if is_replayed(nodes[i], live))
+        query = Query(
+            frozenset(self.selected), frozenset(self.staged), replayed, live, back_to_back, role
+        )
+        self.late_filters = late_filters(nodes, query)
+        """How each `WithWatermark` and merge of the query drops late rows (the plan's)."""
+        if self.late_filters.one_watermark:
+            self.settings[ONE_WATERMARK[0]] = ONE_WATERMARK[1]
+        self.epoch_marks: dict[int, tuple[int, str]] = {
+            node_id: (chosen.source, chosen.mark)
+            for node_id, chosen in self.late_filters.filters.items()
+            if chosen.source is not None and chosen.mark is not None
+        }
         """`WithWatermark`s the runner feeds straight from a replayed source: the source and
-        the column of its epoch files that holds the watermark (`late_filter`)."""
-        for node in nodes:
-            source = nodes[node.inputs[0]] if node.inputs else None
-            if (
-                isinstance(node.transform, WithWatermark)
-                and source is not None
-                and {node.id, source.id} <= self.selected
-                and not {node.id, source.id} & self.staged
-                and is_replayed(source, live)
-            ):
-                self.epoch_marks[node.id] = (source.id, f"{EPOCH_WATERMARK}_{node.id}")
+        the column of its epoch files that holds the watermark (`exact.late_filter`)."""
         marks: dict[str, list[str]] = {}
         for source_id, mark in self.epoch_marks.values():
             marks.setdefault(f"source-{source_id}", []).append(mark)
@@ -408,9 +415,10 @@ def with_watermark(translation: Translation, node: Node, inputs: Sequence[DataFr
 
     time = F.col(column)
     invalid = inputs[0].filter(time.isNull())
-    if node.id in run.epoch_marks:
+    chosen = run.late_filters.of(node.id)
+    if chosen.reads_marks:
         # Fed straight from a replayed source: its epoch files hold the watermark each row is
-        # judged by, a stateless filter (exact: `late_filter`).
+        # judged by, a stateless filter (exact: `exact.late_filter`).
         source, mark = run.epoch_marks[node.id]
         # One observation counts the source, this node's input and what its filter passes.
         kept = time.isNotNull() & (F.col(mark).isNull() | (units(time, kind) >= F.col(mark)))
@@ -419,19 +427,11 @@ def with_watermark(translation: Translation, node: Node, inputs: Sequence[DataFr
             counts += _counted(run.nodes[source], F.lit(True))
         marked = run.marked[source]
         real = _declare_watermark(run, node, marked, counted=True, also=counts, keep_time=True)
-        passed, late = epoch_watermark_filter(real, schema, column, mark, SPARK_TIME)
-        run.counted_as[f"n_{node.id}"] = f"out_{node.id}"  # the filter's output is the node's
-        return Made(passed, invalid=invalid, late=late)
-    # Elsewhere (live sources, an input computed in the query) a stateful filter.
-    real = _declare_watermark(run, node, inputs[0], counted=True)
-    judge = own_judge(kind)
-    marked = stateful(real, [judge(time)], delay_ms)
-    if run.late_filter == "current":
-        filtered = current_watermark_filter(marked, schema, [F.col(JUDGE)], node.label)
-    else:
-        filtered = first_seen(marked)
-    run.counted_as[f"n_{node.id}"] = f"out_{node.id}"
-    return Made(filtered, judged=marked, invalid=invalid)
+    else:  # live sources, an input computed in the query: a stateful filter
+        real = _declare_watermark(run, node, inputs[0], counted=True)
+    made = filter_late_rows(chosen, real, schema, column, delay_ms, SPARK_TIME, node.label)
+    run.counted_as[f"n_{node.id}"] = f"out_{node.id}"  # the filter's output is the node's
+    return Made(made.passed, judged=made.judged, invalid=invalid, late=made.late)
 
 
 SPARK_TIME = "__sparkbeam_event_time"
@@ -734,7 +734,7 @@ def session(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -
 def union(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> Made:
     """Under `policy="max"` with watermarks of several `WithWatermark`s, the query keeps the
     latest of them (`MAX_POLICY`): the rows below it on a watermarked column are late here,
-    judged against the current batch's watermark (`late_filter`)."""
+    judged against the current batch's watermark (`exact.late_filter`)."""
     run = _streaming(translation)
     require_separable_origins(run, node)
     merged = TRANSLATORS[Union](translation, node, inputs)

@@ -19,7 +19,7 @@ from sparkbeam.results import ResultViews
 from sparkbeam.runners.shared.alignment import AlignmentGraph
 from sparkbeam.runners.shared.writes import refuse_existing_output
 from sparkbeam.runners.spark.engine_errors import spark_errors
-from sparkbeam.runners.spark.judges import Judge
+from sparkbeam.runners.spark.exact.judges import Judge
 from sparkbeam.runners.spark.live import sink_of
 from sparkbeam.runners.spark.live_merges import slug
 from sparkbeam.runners.spark.observed import derived_watermarks, streaming_watermarks

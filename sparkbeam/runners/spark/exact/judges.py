@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 
 from sparkbeam.derivation import Add, Derived, Step
 from sparkbeam.graph import Node
-from sparkbeam.runners.spark.late_filter import (
+from sparkbeam.runners.spark.exact.late_filter import (
     Late,
     Steps,
 )
@@ -168,19 +168,6 @@ def stateful(frame: DataFrame, judges: Sequence[Column], delay_ms: int = 0) -> D
     """`frame` with the judge column Spark's stateful operators key their watermark on."""
     judge = judges[0] if len(judges) == 1 else F.least(*judges)
     return with_watermark_metadata(frame.withColumn(JUDGE, judge), JUDGE, delay_ms)
-
-
-ROW_ID = "__sparkbeam_row"
-
-
-def first_seen(frame: DataFrame) -> DataFrame:
-    """The rows of `frame` (with `JUDGE`, from `stateful`) that are not late: Spark's
-    deduplication keyed on the judge and a random row id (every row its own key) drops only
-    the rows whose judge is at or below its watermark for late events, and keeps each key
-    until its judge closes. Exact where that watermark is the current batch's (a no-data
-    batch between two epochs, or `ONE_WATERMARK`: `late_filter`)."""
-    keyed = frame.withColumn(ROW_ID, F.expr("uuid()"))
-    return keyed.dropDuplicates([ROW_ID, JUDGE]).drop(ROW_ID, JUDGE)
 
 
 def with_watermark_metadata(frame: DataFrame, column: str, delay_ms: int = 0) -> DataFrame:

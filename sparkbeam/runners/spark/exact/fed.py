@@ -1,5 +1,6 @@
 """A stage the runner judges itself: a `WithWatermark` read straight from a replayed source,
-where watermarks of several `WithWatermark`s meet (`queries.FedStage`).
+where watermarks of several `WithWatermark`s meet (`queries.FedStage`;
+`plan.late_filters.Strategy.FED`).
 
 Such a stage's query would only read each epoch's rows, drop the late ones
 by the watermark the runner writes into the epoch (the model's after the
@@ -26,7 +27,7 @@ import pyarrow.compute as pc
 from sparkbeam.arrow import arrow_schema
 from sparkbeam.errors import DataError
 from sparkbeam.graph import Node
-from sparkbeam.runners.spark.judges import INT_TIME_OUTSIDE, INT_TIME_RANGE, SHIFT_MICROS
+from sparkbeam.runners.spark.exact.judges import INT_TIME_OUTSIDE, INT_TIME_RANGE, SHIFT_MICROS
 from sparkbeam.runners.spark.observed import LATEST, model_watermark
 from sparkbeam.transforms.watermark import WithWatermark
 

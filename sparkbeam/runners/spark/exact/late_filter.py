@@ -3,8 +3,8 @@
 Spark's stateful operators drop late input by the watermark of the batch
 before (they evict state by the current one). Where the runner feeds epochs
 itself, a no-data batch runs between two data batches, so the two are the
-same and a deduplication keyed on the judge is an exact filter (see
-`streaming`). A live source with a backlog runs data batches back to back:
+same and a deduplication keyed on the judge is an exact filter
+(`late_rows.first_seen`). A live source with a backlog runs data batches back to back:
 there the filter is a pass-through `transformWithState` that compares each
 row's judge with `TimerValues.getCurrentWatermarkInMs()`, the watermark the
 model judges the epoch by. It holds no state; rows are grouped by their
@@ -19,8 +19,8 @@ filter is a plain comparison with it (`epoch_watermark_filter`): no state,
 no shuffle. Spark's stateful operators downstream judge by the same value (a
 no-data batch runs between two epochs, as above). The stateful filters stay
 where the watermark is not known to the runner before the rows arrive: live
-sources, and a `WithWatermark` whose input is computed in the query
-(`streaming.with_watermark` chooses).
+sources, and a `WithWatermark` whose input is computed in the query (the plan
+chooses: `plan.late_filters`).
 
 The same comparison, inverted, gives the late rows themselves (`late_rows()`
 on unbounded input), each with the model's watermark it was below: Spark's
@@ -56,10 +56,6 @@ from sparkbeam.schema import Schema
 from sparkbeam.transforms.late import LATE_WATERMARK
 
 JUDGE_US = "__sparkbeam_judge_us"
-
-EPOCH_WATERMARK = "__sparkbeam_wm"
-"""The columns of epoch files that hold a `WithWatermark`'s watermark (`_<node id>`)."""
-
 
 Steps = tuple[Step, ...]
 """How a column's watermark follows from the event time's (`sparkbeam.derivation`)."""

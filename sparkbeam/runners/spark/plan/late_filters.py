@@ -1,0 +1,156 @@
+"""How each query drops late rows on Spark streaming, decided once, before it is translated.
+
+Spark's stateful operators drop late input by the watermark of the batch
+before. The model judges an epoch's rows by the watermark after the epochs
+before it: the same value where a no-data batch runs between two data
+batches (the runner feeds the epochs), not where a live source runs data
+batches back to back. Which filter is exact follows from where the rows come
+from (`Strategy`); the filters themselves are in `runners/spark/exact/`.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from sparkbeam.graph import Node
+from sparkbeam.runners.spark.planning import stateful_depth
+from sparkbeam.transforms.watermark import WithWatermark
+
+EPOCH_WATERMARK = "__sparkbeam_wm"
+"""The columns of epoch files that hold a `WithWatermark`'s watermark (`_<node id>`)."""
+
+
+class Strategy(enum.Enum):
+    """A late-row filter."""
+
+    EPOCH_MARK = "epoch mark"
+    """A `WithWatermark` the runner feeds straight from a replayed source: the runner knows,
+    before writing an epoch, the model's watermark its rows are judged by, writes it into the
+    epoch file as a column, and the filter compares with it (no state, no shuffle)."""
+    FED = "fed"
+    """The same comparison on the epoch's Arrow rows, with no query: a stage query that would
+    read nothing but the replayed source its `WithWatermark` judges (`exact.fed`)."""
+    DEDUP = "dedup"
+    """Spark's deduplication keyed on the judge and a random row id: it drops the rows whose
+    judge is at or below Spark's watermark for late events, the current batch's where the
+    runner feeds the epochs (a no-data batch between two) or with `ONE_WATERMARK`."""
+    CURRENT = "current"
+    """A pass-through `transformWithState` that compares each row's judge with the current
+    batch's watermark: batches run back to back and other stateful operators follow."""
+
+
+class Role(enum.Enum):
+    """What a query is to its run (`queries.StreamingRun`)."""
+
+    FINAL = "final"
+    """The query of the PCollection collected or written (or a check of the whole graph)."""
+    STAGE = "stage"
+    """The query of one `WithWatermark` where watermarks of several meet, over replayed
+    sources: the runner may judge it itself (`Strategy.FED`)."""
+    SHADOW = "shadow"
+    """A query run only for its watermark (watermark alignment)."""
+    LIVE_STAGE = "live stage"
+    """The query of one `WithWatermark` where watermarks of several meet, over live sources,
+    written through a file sink (`live_merges`): its filter is its only stateful operator."""
+
+
+@dataclass(frozen=True)
+class Query:
+    """What the runner knows of a query before translating it."""
+
+    selected: frozenset[int]
+    """The nodes the query runs."""
+    staged: frozenset[int] = frozenset()
+    """`WithWatermark`s an earlier stage computes: the query reads their output."""
+    replayed: frozenset[int] = frozenset()
+    """The sources the runner feeds epoch by epoch (`epochs.is_replayed`)."""
+    production: bool = False
+    """A run with sinks: Spark reads `ReadFiles(streaming=True)` itself."""
+    back_to_back: bool = False
+    """Spark reads a source of the run itself (a live source): micro-batches run back to back,
+    with no no-data batch between two."""
+    role: Role = Role.FINAL
+
+
+@dataclass(frozen=True)
+class LateFilter:
+    """The late-row filter of one `WithWatermark`: its strategy and, for `EPOCH_MARK` and
+    `FED`, the replayed source it reads and the column of its epoch files that holds the
+    watermark."""
+
+    strategy: Strategy
+    source: int | None = None
+    mark: str | None = None
+
+    @property
+    def reads_marks(self) -> bool:
+        """Whether the filter compares with the watermark written into the epoch files."""
+        return self.strategy in (Strategy.EPOCH_MARK, Strategy.FED)
+
+
+@dataclass(frozen=True)
+class LateFilters:
+    """The late-row filters of one query."""
+
+    filters: Mapping[int, LateFilter] = field(default_factory=dict)
+    """Each `WithWatermark` the query computes (not staged), by node id."""
+    merges: Strategy = Strategy.DEDUP
+    """How a `Union` or `Join` where watermarks of several `WithWatermark`s meet drops the
+    rows below the query's watermark (`policy="max"`, idle inputs): `DEDUP` or `CURRENT`."""
+    one_watermark: bool = False
+    """Whether the query starts with `ONE_WATERMARK` (`streaming`): every stateful operator
+    judges by the current batch's watermark, which makes `DEDUP` exact over live sources."""
+
+    def of(self, node_id: int) -> LateFilter:
+        return self.filters[node_id]
+
+    def fed(self, target: int) -> bool:
+        """Whether the runner judges `target`'s epochs itself, with no query."""
+        chosen = self.filters.get(target)
+        return chosen is not None and chosen.strategy is Strategy.FED
+
+
+def late_filters(nodes: Sequence[Node], query: Query) -> LateFilters:
+    """The late-row filter of each `WithWatermark` of `query`, and of its merges.
+
+    A `WithWatermark` whose input is a replayed source in the same query
+    compares with the watermark written into each epoch (`EPOCH_MARK`); in a
+    stage query that reads nothing else, the runner does that itself (`FED`).
+    Elsewhere the filter is stateful: `DEDUP`, exact where a no-data batch runs
+    between two epochs. Over live sources batches run back to back: a final
+    query with at most the filter and one stateful operator after it on a
+    path, and a live stage, start with `one_watermark`; a deeper final query
+    filters with `CURRENT` (`one_watermark` would judge the second operator by
+    the watermark the first moved). Merges filter with `CURRENT` in a
+    production run, `DEDUP` otherwise.
+    """
+    selected, staged = query.selected, query.staged
+    one_watermark = False
+    stateful = Strategy.DEDUP
+    if query.role is Role.LIVE_STAGE:
+        one_watermark = True
+    elif query.role is Role.FINAL and query.back_to_back:
+        if stateful_depth(nodes, set(selected)) <= 2:
+            one_watermark = True
+        else:
+            stateful = Strategy.CURRENT
+    filters: dict[int, LateFilter] = {}
+    for node_id in sorted(selected - staged):
+        node = nodes[node_id]
+        if not isinstance(node.transform, WithWatermark):
+            continue
+        source = node.inputs[0]
+        if source in selected and source not in staged and source in query.replayed:
+            fed = (
+                query.role is Role.STAGE
+                and not query.production
+                and selected == frozenset({source, node_id})
+            )
+            strategy = Strategy.FED if fed else Strategy.EPOCH_MARK
+            filters[node_id] = LateFilter(strategy, source, f"{EPOCH_WATERMARK}_{node_id}")
+        else:
+            filters[node_id] = LateFilter(stateful)
+    merges = Strategy.CURRENT if query.production else Strategy.DEDUP
+    return LateFilters(filters, merges, one_watermark)

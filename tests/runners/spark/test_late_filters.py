@@ -1,0 +1,103 @@
+"""The plan's choice of late-row filter, without Spark: one pipeline per strategy, each query
+described as the runner describes it before translating (`queries.StreamingRun`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sparkbeam as sb
+from sparkbeam.graph import Node
+from sparkbeam.runners.spark.epochs import is_live, is_replayed
+from sparkbeam.runners.spark.plan.late_filters import (
+    LateFilter,
+    LateFilters,
+    Query,
+    Role,
+    Strategy,
+    late_filters,
+)
+from sparkbeam.runners.spark.planning import ancestors, origins_meet
+from sparkbeam.transforms.watermark import WithWatermark
+
+SCHEMA = {"k": str, "t": int, "v": int}
+
+
+def stream(p: sb.Pipeline, label: str) -> sb.PCollection:
+    source = sb.TestStream(SCHEMA)
+    source.add_epoch([{"k": "a", "t": 1, "v": 1}])
+    return p | label >> source
+
+
+def final(nodes: Sequence[Node], target: Node, live: bool = False) -> LateFilters:
+    """The final query of `target`'s run: the origins staged where their watermarks meet."""
+    upstream = ancestors(nodes, target)
+    origins = {n for n in upstream if isinstance(nodes[n].transform, WithWatermark)}
+    staged = origins if origins_meet(nodes, upstream) else set()
+    selected = ancestors(nodes, target, stop=staged)
+    return late_filters(nodes, query(nodes, selected, staged, live, Role.FINAL, upstream))
+
+
+def query(
+    nodes: Sequence[Node],
+    selected: set[int],
+    staged: set[int] = frozenset(),  # type: ignore[assignment]
+    live: bool = False,
+    role: Role = Role.FINAL,
+    upstream: set[int] | None = None,
+) -> Query:
+    replayed = frozenset(n for n in selected if is_replayed(nodes[n], live))
+    back_to_back = any(is_live(nodes[n], live) for n in (upstream or selected))
+    return Query(frozenset(selected), frozenset(staged), replayed, live, back_to_back, role)
+
+
+def test_a_watermark_on_a_replayed_source_compares_with_the_epochs_mark() -> None:
+    p = sb.Pipeline()
+    w = stream(p, "a").with_watermark("t", 5)
+    source = w.node.inputs[0]
+    chosen = final(p.nodes, w.node)
+    assert chosen.filters == {
+        w.node.id: LateFilter(Strategy.EPOCH_MARK, source, f"__sparkbeam_wm_{w.node.id}")
+    }
+    assert not chosen.one_watermark and chosen.merges is Strategy.DEDUP
+
+
+def test_a_stage_of_a_replayed_source_alone_is_fed() -> None:
+    p = sb.Pipeline()
+    a = stream(p, "a").with_watermark("t", 5)
+    b = stream(p, "b").with_watermark("t", 5)
+    merged = a.union(b)
+    assert final(p.nodes, merged.node).filters == {}  # both staged: read from their stages
+    stage = query(p.nodes, ancestors(p.nodes, a.node), role=Role.STAGE)
+    assert late_filters(p.nodes, stage).of(a.node.id).strategy is Strategy.FED
+    assert late_filters(p.nodes, stage).fed(a.node.id)
+    shadow = query(p.nodes, ancestors(p.nodes, a.node), role=Role.SHADOW)
+    assert late_filters(p.nodes, shadow).of(a.node.id).strategy is Strategy.EPOCH_MARK
+
+
+def test_a_watermark_on_a_computed_input_deduplicates() -> None:
+    p = sb.Pipeline()
+    w = stream(p, "a").filter(sb.col("v") > 0).with_watermark("t", 5)
+    assert final(p.nodes, w.node).of(w.node.id) == LateFilter(Strategy.DEDUP)
+    stage = query(p.nodes, ancestors(p.nodes, w.node), role=Role.STAGE)
+    assert late_filters(p.nodes, stage).of(w.node.id).strategy is Strategy.DEDUP
+
+
+def live_windows(p: sb.Pipeline) -> tuple[sb.PCollection, sb.PCollection]:
+    read = sb.ReadFromSpark("json", {"path": "/nowhere"}, schema=SCHEMA)
+    w = (p | read).with_watermark("t", 5)
+    per_window = w.tumble("t", 10).combine_per_key(["k", "window_start"], total=sb.Sum("v"))
+    return w, per_window.combine_per_key(["window_start"], total=sb.Sum("total"))
+
+
+def test_live_sources_judge_by_the_current_batchs_watermark() -> None:
+    p = sb.Pipeline()
+    w, windows = live_windows(p)
+    shallow = final(p.nodes, w.node, live=True)
+    assert shallow.of(w.node.id) == LateFilter(Strategy.DEDUP)
+    assert shallow.one_watermark  # the filter and at most one operator after it
+    deep = final(p.nodes, windows.node, live=True)
+    assert deep.of(w.node.id) == LateFilter(Strategy.CURRENT)
+    assert not deep.one_watermark and deep.merges is Strategy.CURRENT
+    stage = query(p.nodes, ancestors(p.nodes, w.node), live=True, role=Role.LIVE_STAGE)
+    assert late_filters(p.nodes, stage).one_watermark
+    assert late_filters(p.nodes, stage).of(w.node.id) == LateFilter(Strategy.DEDUP)
