@@ -410,7 +410,7 @@ def with_watermark(translation: Translation, node: Node, inputs: Sequence[DataFr
         raise limits.CHAINED_WATERMARKS.error(node.label)
     schema = node.info.schema
     column, kind = transform.column, schema.type_of(transform.column)
-    delay = transform.delay_units(schema, node.label)
+    delay = transform.watermark_delay_units(schema, node.label)
     delay_ms = delay // 1000 if kind is _dt.datetime else delay
 
     time = F.col(column)
@@ -472,7 +472,7 @@ def _declare_watermark(
     assert isinstance(transform, WithWatermark)
     schema = node.info.schema
     column, kind = transform.column, schema.type_of(transform.column)
-    delay = transform.delay_units(schema, node.label)
+    delay = transform.watermark_delay_units(schema, node.label)
     delay_ms = delay // 1000 if kind is _dt.datetime else delay
     limit = MAX_DELAY_MS if kind is _dt.datetime else SPARK_MAX_DELAY_MS
     if delay_ms > limit:
@@ -483,8 +483,11 @@ def _declare_watermark(
             if kind is _dt.datetime
             else "about 292,000 years: its interval in microseconds is a 64-bit integer"
         )
+        given = shown_value(transform.delay)
+        if transform.allowed_lateness != 0:
+            given += f" plus allowed_lateness {shown_value(transform.allowed_lateness)}"
         raise PipelineError(
-            f"{node.label}: delay {shown_value(transform.delay)} is {delay_ms} {unit}; Spark's "
+            f"{node.label}: delay {given} is {delay_ms} {unit}; Spark's "
             f"watermark delay is at most {limit} milliseconds on the Spark runner ({why}), so "
             "it cannot run it; use a delay within that range"
         )
