@@ -314,7 +314,10 @@ class DirectResult(ResultViews):
         out = []
         for mark in self._record(pcoll).watermarks:
             convert = to_external(schema.type_of(mark.column))
-            out.append(Watermark(mark.column, convert([mark.value])[0] if convert else mark.value))
+            value, estimate = mark.value, mark.estimate
+            if convert:
+                value, estimate = convert([value, estimate])
+            out.append(Watermark(mark.column, value, estimate))
         return out
 
     def _filters(self, pcoll: PCollection) -> list[WatermarkFilter]:
