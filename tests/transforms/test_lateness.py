@@ -131,3 +131,150 @@ def test_close_mode_with_lateness_is_close_mode_with_the_summed_delay(
     summed, late_summed = closed_by_epoch(make_runner, epochs, delay + lateness, 0)
     assert [ordered(rows) for rows in with_lateness] == [ordered(rows) for rows in summed]
     assert ordered(late_with) == ordered(late_summed)
+
+
+RUNNERS = [
+    pytest.param(lambda: sb.DirectRunner(), id="one-unit"),
+    pytest.param(lambda: sb.DirectRunner(parallelism=3), id="three-units"),
+    pytest.param(
+        lambda: sb.DirectRunner(parallelism=2, checkpoint_every=1, fail_at=[3, 11]),
+        id="failures",
+    ),
+    pytest.param(lambda: sb.DirectRunner(parallelism=2, rescale={2: 3}), id="rescaled"),
+]
+
+
+def panes_by_epoch(
+    make_runner: Callable[[], sb.DirectRunner],
+    epochs: list[list[dict[str, Any]]],
+    delay: int = 0,
+    lateness: int = 10,
+) -> tuple[list[list[tuple[Any, ...]]], list[dict[str, Any]]]:
+    """Per epoch, the update rows as `(k, window_start, total, timing, index, last)`, sorted."""
+    with sb.Pipeline(runner=make_runner()) as p:
+        marked = (p | stream_of(*epochs)).with_watermark("t", delay, allowed_lateness=lateness)
+        updates = marked.tumble("t", 10).combine_per_key(
+            ("k", "window_start"), emit="update", total=sb.Sum("v")
+        )
+        late = marked.late_rows()
+    shown = [
+        sorted(
+            (
+                row["k"],
+                row["window_start"],
+                row["total"],
+                row["pane_timing"],
+                row["pane_index"],
+                row["pane_is_last"],
+            )
+            for row in rows
+        )
+        for rows in p.result.collect_by_epoch(updates)
+    ]
+    return shown, p.result.collect(late)
+
+
+def row(t: int, k: str = "a", v: int = 1) -> dict[str, Any]:
+    return {"k": k, "t": t, "v": v}
+
+
+@pytest.mark.parametrize("make_runner", RUNNERS)
+def test_on_time_at_the_estimate_late_corrections_until_the_watermark(
+    make_runner: Callable[[], sb.DirectRunner],
+) -> None:
+    # delay 0, lateness 10: after epoch i the estimate is the largest time, the watermark 10 less
+    shown, late = panes_by_epoch(
+        make_runner, [[row(1)], [row(12)], [row(5)], [row(25)], [row(8)], [row(40)], [row(3)]]
+    )
+    assert shown == [
+        [("a", 0, 1, "EARLY", 0, False)],
+        # E = 12 passes window 0, W = 2 does not: on time, not last
+        [("a", 0, 1, "ON_TIME", 1, False), ("a", 10, 1, "EARLY", 0, False)],
+        # a row inside the lateness corrects the group closed on time
+        [("a", 0, 2, "LATE", 2, False)],
+        # W = 15 passes window 0: its closing row; E = 25 passes window 10
+        [
+            ("a", 0, 2, "LATE", 3, True),
+            ("a", 10, 1, "ON_TIME", 1, False),
+            ("a", 20, 1, "EARLY", 0, False),
+        ],
+        [],  # 8 is below W = 15: dropped
+        # E = 40, W = 30: window 20 is on time and last in one epoch
+        [
+            ("a", 10, 1, "LATE", 2, True),
+            ("a", 20, 1, "ON_TIME", 1, True),
+            ("a", 40, 1, "EARLY", 0, False),
+        ],
+        [],
+        [("a", 40, 1, "ON_TIME", 1, True)],  # the end of input
+    ]
+    assert sorted(r["t"] for r in late) == [3, 8]
+    assert sorted(r["late_watermark"] for r in late) == [15, 30]  # W, not the estimate
+
+
+@pytest.mark.parametrize("make_runner", RUNNERS)
+def test_a_group_born_after_the_estimate_passed_it_has_late_rows_only(
+    make_runner: Callable[[], sb.DirectRunner],
+) -> None:
+    shown, late = panes_by_epoch(
+        make_runner, [[row(14)], [row(6, "b"), row(7, "b", 2)], [row(9, "b")], [row(30)]]
+    )
+    assert shown == [
+        [("a", 10, 1, "EARLY", 0, False)],
+        [("b", 0, 3, "LATE", 0, False)],  # E = 14 passed window 0 before its first row
+        [("b", 0, 4, "LATE", 1, False)],
+        [
+            ("a", 10, 1, "ON_TIME", 1, True),
+            ("a", 30, 1, "EARLY", 0, False),
+            ("b", 0, 4, "LATE", 2, True),
+        ],
+        [("a", 30, 1, "ON_TIME", 1, True)],
+    ]
+    assert late == []
+
+
+def test_without_lateness_the_estimate_is_the_watermark() -> None:
+    with sb.Pipeline() as p:
+        marked = (p | stream_of([row(4)], [row(17)])).with_watermark("t", 2)
+    marks = p.result.watermarks(marked)
+    assert [m.value for m in marks] == [2, 15]
+    assert all(m.estimate == m.value for m in marks)
+
+
+def test_the_estimate_is_derived_through_tumble_and_hop() -> None:
+    with sb.Pipeline() as p:
+        marked = (p | stream_of([row(4)], [row(17)])).with_watermark("t", 2, allowed_lateness=7)
+        tumbled = marked.tumble("t", 10)
+        hopped = marked.hop("t", 10, 5)
+    result = p.result
+    assert [(m.value, m.estimate) for m in result.watermarks(marked)] == [(-5, 2), (8, 15)]
+
+    def on(pc: sb.PCollection, column: str) -> list[tuple[Any, Any]]:
+        return [(m.value, m.estimate) for m in result.watermarks(pc) if m.column == column]
+
+    # each window column's rule, evaluated on the value and on the estimate
+    assert on(tumbled, "window_end") == [(0, 10), (10, 20)]
+    assert on(tumbled, "window_start") == [(-10, 0), (0, 10)]
+    assert on(hopped, "window_end") == [(0, 5), (10, 20)]
+
+
+@pytest.mark.parametrize(
+    "policy, expected",
+    [
+        # epoch 0: slow (3, 3), late (2, 8); epoch 1: slow (9, 9), then late (14, 20)
+        ("min", [(2, 3), (2, 8), (9, 9)]),
+        ("max", [(3, 3), (3, 8), (9, 9), (14, 20)]),
+    ],
+)
+def test_union_merges_the_estimates_as_the_values(
+    policy: str, expected: list[tuple[int, int]]
+) -> None:
+    with sb.Pipeline() as p:
+        slow = (p | "slow" >> stream_of([row(3)], [row(9)])).with_watermark("t", 0)
+        late = (p | "late" >> stream_of([row(10)], [row(22)])).with_watermark(
+            "t", 2, allowed_lateness=6
+        )
+        merged = slow.union(late, policy=policy)
+    marks = p.result.watermarks(merged)
+    got = [(m.value, m.estimate) for m in marks if m.column == "t"]
+    assert got == expected
