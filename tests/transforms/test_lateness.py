@@ -278,3 +278,14 @@ def test_union_merges_the_estimates_as_the_values(
     marks = p.result.watermarks(merged)
     got = [(m.value, m.estimate) for m in marks if m.column == "t"]
     assert got == expected
+
+
+def test_metrics_show_the_estimate_where_it_differs() -> None:
+    with sb.Pipeline() as p:
+        marked = (p | stream_of([row(4)], [row(17)])).with_watermark("t", 2, allowed_lateness=7)
+        plain = (p | "plain" >> stream_of([row(4)])).with_watermark("t", 2)
+    metrics = p.result.metrics()
+    assert metrics[marked.node.label].watermarks == {"t": 8}
+    assert metrics[marked.node.label].watermark_estimates == {"t": 15}
+    assert metrics[plain.node.label].watermark_estimates == {}
+    assert "t=8 (estimate 15)" in metrics.table()
