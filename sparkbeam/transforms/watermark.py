@@ -34,6 +34,12 @@ with the watermark it was judged against (`late_watermark`), and
   further epochs of its sources until the others catch up (Flink's watermark
   alignment), so the state of the `Union`/`Join` downstream stays bounded.
 
+- `allowed_lateness`: a duration like `delay` (default 0). The estimate is
+  `E = floor_to_ms(max) - delay` and the watermark `W = E - allowed_lateness`:
+  rows below `W` are late and `W` is the in-band watermark, so everything
+  behaves as with `delay + allowed_lateness`, except an update-mode
+  `CombinePerKey`, which reads `E` (`Watermark.estimate`) for its on-time rows.
+
 On bounded input (one epoch) neither changes anything: no input is idle for
 an epoch, and there is no later epoch to hold back.
 """
