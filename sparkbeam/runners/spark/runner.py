@@ -164,6 +164,7 @@ class SparkRunner:
         refuse_overlapping_writes(pipeline.nodes)
         for node in pipeline.nodes:
             require_spark_types(node.info.schema, node.label, node.transform)
+        plan.refuse_translation(pipeline.nodes)
         if self.ship_package:
             ship_package(self.spark)
         if any(not node.info.bounded for node in pipeline.nodes):
