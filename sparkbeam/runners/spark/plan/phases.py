@@ -2,10 +2,12 @@
 the graph alone decides, run in order on the pipeline's nodes before any session exists.
 
 A phase takes the nodes (and their watermark origins) and raises its refusal for the first
-node it finds. `refuse` runs the first ones; `refuse_translation` those the pipeline's
-translation decided until now (after the runner checks the column types), then every sink's
-query phases (`queries.refuse_query`). The translators keep no copy of these decisions: where
-one checks again as a backstop, it calls the same predicate.
+node it finds; where a pipeline has refusals of several phases, the earlier phase's is raised
+(each phase's own at the node a translator would have named). `refuse` runs the first ones;
+`refuse_translation`, after the runner checks the column types, those a translator meets,
+then every sink's query phases (`queries.refuse_query`). The translators keep no copy of
+these decisions: where one checks again as a backstop, it calls the same predicate or
+asserts it.
 """
 
 from __future__ import annotations
@@ -171,8 +173,7 @@ PHASES: tuple[Phase, ...] = (
 """The phases of an unbounded pipeline (Structured Streaming) run first, in order."""
 
 BATCH_TRANSLATION_PHASES: tuple[Phase, ...] = (refuse_untranslated_batch,)
-"""The phases of a batch job that its translation decided until now: after the checks of
-column types (`refuse_translation`)."""
+"""The phases of a batch job run after the column types are checked (`refuse_translation`)."""
 
 TRANSLATION_PHASES: tuple[Phase, ...] = (
     refuse_untranslated_streaming,
@@ -183,8 +184,9 @@ TRANSLATION_PHASES: tuple[Phase, ...] = (
     refuse_union_derived_apart,
     refuse_policies_meet,
 )
-"""The phases of an unbounded pipeline that its translation decided until now, in the order
-a translator meets them at one node: the pipeline's nodes as one query."""
+"""The phases of an unbounded pipeline run after the column types are checked, in the order a
+translator meets their refusals at one node; they take the pipeline's nodes as one query (all
+its merges, whichever of its queries each runs in)."""
 
 
 def refuse(nodes: Sequence[Node]) -> None:
