@@ -9,8 +9,10 @@
 - `Refused`: a `PipelineError` whose message is the catalogue entry's
   (`sparkbeam/runners/*/limits.py`), naming a node, raised before any query,
   Spark job or direct run starts; those the Spark runner decides from the graph alone
-  (its plan's phases, and Spark's column types) before any session exists, checked on a
-  runner that fails if it asks for one (`sessionless`): these cells are not Spark-marked.
+  (its plan's phases, and Spark's column types) at `p.run()` come before any session
+  exists, checked on a runner that fails if it asks for one (`sessionless`): these cells
+  are not Spark-marked. A refusal of a collected PCollection comes after `p.run()` got the
+  result's session, so its cells (`at="collect"`) still start Spark.
 
 The Spark streaming cases that run are collected side by side, three
 queries at a time, once for the module (`streaming_rows`).
