@@ -24,9 +24,9 @@ from sparkbeam.graph import Node
 from sparkbeam.paths import Paths, join
 from sparkbeam.runners.shared.files import read_file
 from sparkbeam.runners.spark.arrow import spark_schema
-from sparkbeam.runners.spark.exact.judges import FAR_FUTURE_INT, FAR_FUTURE_MICROS
+from sparkbeam.runners.spark.exact.judges import FAR_FUTURE_INT
+from sparkbeam.runners.spark.plan.delays import FAR_FUTURE_MICROS
 from sparkbeam.schema import Columns, Schema, rows_to_columns
-from sparkbeam.transforms.connectors import ReadFromSpark
 from sparkbeam.transforms.files import ReadFiles, data_files
 from sparkbeam.transforms.sources import Create, TestStreamSource
 
@@ -256,22 +256,6 @@ def epoch_count(node: Node, paths: Paths) -> int:
     if isinstance(transform, ReadFiles) and transform.streaming:
         return len(data_files(transform.path, node.label, paths))
     return 1
-
-
-def is_replayed(node: Node, live: bool) -> bool:
-    """Whether the runner feeds this source's epochs itself (a source with an end)."""
-    transform = node.transform
-    if isinstance(transform, ReadFiles):
-        return not (live and transform.streaming)
-    return isinstance(transform, (TestStreamSource, Create))
-
-
-def is_live(node: Node, live: bool) -> bool:
-    """Whether Spark reads this source itself (a source with no end)."""
-    transform = node.transform
-    return isinstance(transform, ReadFromSpark) or (
-        live and isinstance(transform, ReadFiles) and transform.streaming
-    )
 
 
 _PLACEHOLDERS: dict[type, Any] = {

@@ -2,10 +2,11 @@
 do (one `Refusal` each, in `REFUSALS`).
 
 Call sites raise them with `raise ENTRY.error(node.label, **fields)`: those the graph alone
-decides in the plan's phases (`plan/`), before any session exists; the others when the pipeline
-is translated or a query planned, before any query runs. The docs'
-"Where each runs" table is generated from this catalogue and the support matrix
-(`tests/support/`, `scripts/support_table.py`).
+decides in the plan's phases (`plan/`, `plan.DECIDED`), before any session exists (a collected
+PCollection's own before its queries are planned); `OBJECT_COLUMN` from the column types, also
+before any session; those the files' contents decide (`PARQUET_*`) when the query reading them
+is translated, before any query runs. The docs' "Where each runs" table is generated from this
+catalogue and the support matrix (`tests/support/`, `scripts/support_table.py`).
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from sparkbeam.runners.spark.arrow import spark_schema
 from sparkbeam.runners.spark.exact.judges import Judge
 from sparkbeam.runners.spark.exact.late_filter import late_against_current_watermark
 from sparkbeam.runners.spark.exact.late_rows import not_late_at_merge
+from sparkbeam.runners.spark.plan import merges as plan_merges
 from sparkbeam.runners.spark.plan.origins import merges_chained_origins
 from sparkbeam.runners.spark.translate import (
     join_output,
@@ -23,7 +24,6 @@ from sparkbeam.runners.spark.translate import (
 from sparkbeam.schema import Schema
 from sparkbeam.transforms.join import Join
 from sparkbeam.transforms.late import LATE_WATERMARK
-from sparkbeam.transforms.watermark import WithWatermark
 
 if TYPE_CHECKING:
     from sparkbeam.runners.spark.streaming import StreamingTranslation
@@ -31,11 +31,7 @@ if TYPE_CHECKING:
 
 def may_idle(run: StreamingTranslation, node: Node) -> bool:
     """Whether an input of `node` comes from a `WithWatermark` with `idle_after` (epochs)."""
-    for origin in run.origins[node.id]:
-        transform = run.nodes[origin].transform
-        if isinstance(transform, WithWatermark) and transform.idle_after is not None:
-            return True
-    return False
+    return plan_merges.may_idle(run.nodes, run.origins, node)
 
 
 def require_separable_origins(run: StreamingTranslation, node: Node) -> None:
@@ -73,12 +69,9 @@ def judged_sides(
     watermark on a window key, and the others, its late rows, laid out as unmatched rows."""
     transform = node.transform
     assert isinstance(transform, Join)
-    if not window_keys:
-        raise limits.INTERVAL_JOIN_MAX.error(node.label)
+    assert window_keys, "refused by the plan (`plan.merges.refuse_interval_join_max`)"
+    assert plan_merges.join_keys_apart(run.judges, node, window_keys) is None
     schemas = [run.nodes[i].info.schema for i in node.inputs]
-    for key in window_keys:
-        if judges[0][key] != judges[1][key]:
-            raise limits.JOIN_KEY_DERIVED_APART.error(node.label, key=key)
     prefixed = [
         Schema(tuple((f"__{side}_{name}", kind) for name, kind in schema.fields))
         for side, schema in zip("lr", schemas, strict=True)

@@ -23,14 +23,11 @@ from sparkbeam.arrow import from_arrow, to_arrow
 from sparkbeam.graph import Node
 from sparkbeam.paths import join, read_text
 from sparkbeam.runners.shared.alignment import AlignmentGraph
-from sparkbeam.runners.spark import limits
 from sparkbeam.runners.spark.engine_errors import spark_errors
 from sparkbeam.runners.spark.epochs import (
     Channel,
     SourceEpochs,
     epoch_count,
-    is_live,
-    is_replayed,
     put_sentinel,
 )
 from sparkbeam.runners.spark.exact.fed import FedWatermark
@@ -45,6 +42,7 @@ from sparkbeam.runners.spark.live_merges import (
 from sparkbeam.runners.spark.observed import LATEST, model_watermark, observed_fields
 from sparkbeam.runners.spark.paths import paths_of, require_staging, scratch_directory
 from sparkbeam.runners.spark.plan.late_filters import Role
+from sparkbeam.runners.spark.plan.queries import is_live, is_replayed, refuse_query
 from sparkbeam.runners.spark.planning import ancestors, origins_meet
 from sparkbeam.runners.spark.progress import Clock, counted, say
 from sparkbeam.runners.spark.quiet import converting
@@ -371,18 +369,12 @@ class StreamingRun:
         self.trigger = trigger
         self.live_run = live
         """Whether `ReadFiles(streaming=True)` is Spark's own file source (a run with sinks)."""
+        refuse_query(nodes, target, sink is not None, live)
         upstream = ancestors(nodes, target)
-        live_sources = [nodes[n].label for n in sorted(upstream) if is_live(nodes[n], live)]
         replayed = [nodes[n].label for n in sorted(upstream) if is_replayed(nodes[n], live)]
-        self.live = bool(live_sources)
+        self.live = any(is_live(nodes[n], live) for n in upstream)
         self.keep = directory is not None and self.live
         """A replayed run always starts afresh: its checkpoint is temporary."""
-        if live_sources and sink is None:
-            raise limits.COLLECT_LIVE.error(target.label, source=live_sources[0])
-        if live_sources and replayed:
-            raise limits.LIVE_AND_REPLAYED.error(
-                target.label, live=live_sources[0], replayed=replayed[0]
-            )
         if replayed:
             require_staging(spark, staging, target.label, replayed[0])
         self.directory = (
@@ -405,14 +397,7 @@ class StreamingRun:
         staged_paths: dict[int, str] = {}
         if self.live and staged:
             # Live merges: a stage query per origin writing to a file sink, shared by the
-            # pipeline's sinks (`live_merges`); refusals first, before any stage is planned.
-            idle = [nodes[o] for o in sorted(staged) if _idles(nodes[o])]
-            if idle:
-                raise limits.IDLE_LIVE_MERGE.error(idle[0].label, target=target.label)
-            alignment = AlignmentGraph.of(nodes)
-            if alignment is not None:
-                drifting = nodes[min(alignment.drift)]
-                raise limits.MAX_DRIFT_LIVE.error(drifting.label, source=live_sources[0])
+            # pipeline's sinks (`live_merges`; refused with idle inputs or alignment).
             if shared is None:  # a run of its own: its stages are its own too
                 shared = LiveStages(spark, self.directory if self.keep else None, staging)
                 self.own_stages = shared
@@ -452,7 +437,7 @@ class StreamingRun:
         """Watermark alignment (`max_drift`): which sources to hold back after each epoch."""
         if self.alignment is not None:
             assert together is None, "runs with watermark alignment are fed alone"
-            self._shadow_stages(spark, nodes, live_sources, staged | needed, epochs)
+            self._shadow_stages(spark, nodes, staged | needed, epochs)
         self.final = Stage(final, target, sink=sink)
         self.stages.append(self.final)
         own = [stage for stage in self.stages if not stage.shared]
@@ -468,21 +453,13 @@ class StreamingRun:
         self,
         spark: SparkSession,
         nodes: Sequence[Node],
-        live: list[str],
         observed: set[int],
         epochs: SourceEpochs,
     ) -> None:
         """A stage query for each `WithWatermark` of the alignment this run's queries do not
-        hold: its watermark decides which sources are held back, as on the direct runner."""
+        hold: its watermark decides which sources are held back, as on the direct runner
+        (over replayed sources with no idle input: `plan.queries.refuse_query`)."""
         assert self.alignment is not None
-        drifting = [nodes[o] for o in sorted(self.alignment.drift)]
-        if live:
-            raise limits.MAX_DRIFT_LIVE.error(drifting[0].label, source=live[0])
-        idle = [
-            n for n in nodes if isinstance(n.transform, WithWatermark) and n.transform.idle_after
-        ]
-        if idle:
-            raise limits.MAX_DRIFT_WITH_IDLE.error(drifting[0].label, idle=idle[0].label)
         group = set(self.alignment.drift).union(*self.alignment.peers.values())
         for origin in sorted(group - observed):
             node = nodes[origin]
@@ -644,12 +621,6 @@ def side_by_side(
     with concurrent.futures.ThreadPoolExecutor(min(len(stages), SIDE_BY_SIDE)) as pool:
         for future in [pool.submit(named, stage) for stage in stages]:
             future.result()
-
-
-def _idles(node: Node) -> bool:
-    """Whether `node` is a `WithWatermark` with `idle_after`."""
-    transform = node.transform
-    return isinstance(transform, WithWatermark) and transform.idle_after is not None
 
 
 class IdleInputs:

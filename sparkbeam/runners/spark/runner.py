@@ -11,7 +11,6 @@ from pyspark.sql import SparkSession
 
 from sparkbeam.arrow import from_arrow
 from sparkbeam.errors import PipelineError
-from sparkbeam.paths import join
 from sparkbeam.runners.shared.writes import refuse_existing_outputs, refuse_overlapping_writes
 from sparkbeam.runners.spark import plan
 from sparkbeam.runners.spark.arrow import require_spark_types
@@ -24,7 +23,7 @@ from sparkbeam.runners.spark.options import (
     check_trigger,
     start_failure,
 )
-from sparkbeam.runners.spark.paths import SparkPaths, paths_of, scratch_directory
+from sparkbeam.runners.spark.paths import SparkPaths
 from sparkbeam.runners.spark.progress import Clock, say, show_progress
 from sparkbeam.runners.spark.quiet import quiet_session, session_conf
 from sparkbeam.runners.spark.results import SparkResult
@@ -36,7 +35,6 @@ from sparkbeam.runners.spark.sessions import (
     warn_crowded_partitions,
 )
 from sparkbeam.runners.spark.shipping import ship_package
-from sparkbeam.runners.spark.streaming import StreamingTranslation
 from sparkbeam.runners.spark.streaming_results import SparkStreamingResult
 from sparkbeam.runners.spark.translate import Translation, file_options, nullable
 from sparkbeam.schema import columns_to_rows
@@ -164,20 +162,14 @@ class SparkRunner:
         refuse_overlapping_writes(pipeline.nodes)
         for node in pipeline.nodes:
             require_spark_types(node.info.schema, node.label, node.transform)
+        plan.refuse_translation(pipeline.nodes)
         if self.ship_package:
             ship_package(self.spark)
         if any(not node.info.bounded for node in pipeline.nodes):
             spark = self.spark
             if not self.started_session:
                 warn_crowded_partitions(spark)
-            paths = paths_of(spark)
             say("translating %d transforms into Structured Streaming queries", len(pipeline.nodes))
-            scratch = scratch_directory(paths, self.staging_location, "sparkbeam-check-")
-            check = StreamingTranslation(spark, pipeline.nodes, join(scratch, "feed"))
-            try:
-                check.run()  # refuses what Spark cannot do now, before any query runs
-            finally:
-                paths.delete(scratch)
             result = SparkStreamingResult(pipeline, spark, self.staging_location)
             result.start_sinks(self.checkpoint_location, self.trigger)
             return result

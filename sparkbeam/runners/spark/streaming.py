@@ -18,7 +18,6 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sparkbeam.errors import PipelineError
 from sparkbeam.graph import EdgeInfo, Node
 from sparkbeam.runners.spark import limits
 from sparkbeam.runners.spark.arrow import spark_schema
@@ -27,14 +26,12 @@ from sparkbeam.runners.spark.epochs import (
     Channel,
     EpochFeed,
     SourceEpochs,
-    is_replayed,
 )
 from sparkbeam.runners.spark.exact.judges import (
     INT_TIME_OUTSIDE,
     INT_TIME_RANGE,
     INT_WINDOW_OUTSIDE,
     JUDGE,
-    MAX_DELAY_MS,
     Judge,
     as_spark_time,
     derive_judges,
@@ -55,8 +52,12 @@ from sparkbeam.runners.spark.merges import (
 )
 from sparkbeam.runners.spark.observed import LATEST, Derive, observed, tumble_counts
 from sparkbeam.runners.spark.paths import paths_of
+from sparkbeam.runners.spark.plan.delays import long_delay
 from sparkbeam.runners.spark.plan.late_filters import Query, Role, late_filters
+from sparkbeam.runners.spark.plan.merges import join_keys_apart, union_columns_apart
 from sparkbeam.runners.spark.plan.origins import redefines_watermark
+from sparkbeam.runners.spark.plan.phases import STREAMING_TRANSLATED, refuse_untranslated
+from sparkbeam.runners.spark.plan.queries import is_replayed
 from sparkbeam.runners.spark.python_combine import combine_stream
 from sparkbeam.runners.spark.python_functions import fail_when
 from sparkbeam.runners.spark.session_groups import session_groups
@@ -72,7 +73,6 @@ from sparkbeam.runners.spark.translate import (
     units,
 )
 from sparkbeam.schema import INT64_MIN, Schema
-from sparkbeam.time import shown_value
 from sparkbeam.transforms.combine import AggregateFn, CombinePerKey
 from sparkbeam.transforms.connectors import ForEachBatch, ReadFromSpark
 from sparkbeam.transforms.elementwise import Filter, Map, Select
@@ -289,12 +289,10 @@ class StreamingTranslation(Translation):
         for node in self.nodes:
             if node.id not in self.selected:
                 continue
-            translate = STREAMING_TRANSLATORS.get(type(node.transform))
+            refuse_untranslated([node], STREAMING_TRANSLATED, "unbounded")  # the plan's
+            translate = STREAMING_TRANSLATORS[type(node.transform)]
             if node.id in self.staged:
                 translate = restamp
-            if translate is None:
-                kind = type(node.transform).__name__
-                raise limits.NO_TRANSLATION.error(node.label, kind=kind, input="unbounded")
             inputs = [self.frames[i] for i in node.inputs if i in self.frames]
             origins = frozenset().union(*(self.origins.get(i, frozenset()) for i in node.inputs))
             self.origins[node.id] = origins | ({node.id} if node.rule.own else frozenset())
@@ -330,10 +328,10 @@ class StreamingTranslation(Translation):
 
     def _merge_policy(self, node: Node, policy: str) -> None:
         """Note that watermarks of several `WithWatermark`s meet at `node` under `policy`:
-        Spark keeps one watermark per query, so all such merges must have one policy."""
+        Spark keeps one watermark per query, so all such merges have one policy
+        (`plan.merges.refuse_policies_meet`)."""
         chosen = self.settings.get(MAX_POLICY[0], "min")
-        if self.policies and policy != chosen:
-            raise limits.POLICIES_MEET.error(node.label, policy=policy, other=chosen)
+        assert not self.policies or policy == chosen, f"{node.label}: policies meet"
         self.policies.add(node.id)
         if policy == "max":
             self.settings[MAX_POLICY[0]] = MAX_POLICY[1]
@@ -342,14 +340,13 @@ class StreamingTranslation(Translation):
         return self.judges[node.inputs[port]]
 
     def exact_judge(self, node: Node, column: str, port: int = 0) -> Judge:
-        """The judge of input `port`'s `column`, which `node` keys state or late rows on;
-        refused where the model's watermark there depends on rows another operator holds, or
-        on which of several `WithWatermark`s holds it back (`judges.merged`)."""
+        """The judge of input `port`'s `column`, which `node` keys state or late rows on; the
+        plan refuses one whose watermark depends on rows another operator holds, or on which
+        of several `WithWatermark`s holds it back (`plan.keyed`): the same rule again here."""
         judge = self.input_judges(node, port)[column]
-        if judge.held:
-            raise limits.HELD_WINDOW_START.error(node.label, column=column)
-        if judge.apart is not None:
-            raise limits.MERGED_DERIVED_APART.error(node.label, column=column, merge=judge.apart)
+        refusal = judge.keyed_refusal(node.label, column)
+        if refusal is not None:
+            raise refusal
         return judge
 
     def channel(self, name: str) -> Channel:
@@ -437,11 +434,6 @@ def with_watermark(translation: Translation, node: Node, inputs: Sequence[DataFr
 SPARK_TIME = "__sparkbeam_event_time"
 """The event time as Spark holds it, which its watermark is declared on (`_declare_watermark`)."""
 
-SPARK_MAX_DELAY_MS = (2**63 - 1) // 1000
-"""The largest watermark delay Spark parses: `withWatermark`'s interval is kept in microseconds
-(a 64-bit integer); beyond it Spark fails with CANNOT_PARSE_INTERVAL."""
-
-
 def _counted(node: Node, rows: Column) -> list[Column]:
     """What `observed` counts of `node`, on the rows where `rows` holds among a
     `WithWatermark`'s input (the end-of-input sentinel left out), as fields named by key."""
@@ -472,25 +464,11 @@ def _declare_watermark(
     assert isinstance(transform, WithWatermark)
     schema = node.info.schema
     column, kind = transform.column, schema.type_of(transform.column)
+    refusal = long_delay(node)  # the plan's (`plan.delays`)
+    if refusal is not None:
+        raise refusal
     delay = transform.watermark_delay_units(schema, node.label)
     delay_ms = delay // 1000 if kind is _dt.datetime else delay
-    limit = MAX_DELAY_MS if kind is _dt.datetime else SPARK_MAX_DELAY_MS
-    if delay_ms > limit:
-        unit = "milliseconds" if kind is _dt.datetime else "units"
-        why = (
-            "about 265,000 years: beyond it the end of input could not close the windows of "
-            "year 9999 inside Spark, whose timestamps are 64-bit microseconds"
-            if kind is _dt.datetime
-            else "about 292,000 years: its interval in microseconds is a 64-bit integer"
-        )
-        given = shown_value(transform.delay)
-        if transform.allowed_lateness != 0:
-            given += f" plus allowed_lateness {shown_value(transform.allowed_lateness)}"
-        raise PipelineError(
-            f"{node.label}: delay {given} is {delay_ms} {unit}; Spark's "
-            f"watermark delay is at most {limit} milliseconds on the Spark runner ({why}), so "
-            "it cannot run it; use a delay within that range"
-        )
     sentinel = run.frame(f"sentinel-{node.id}")
     events = frame.withColumn(SENTINEL, F.lit(False))
     events = events.unionByName(sentinel, allowMissingColumns=True)  # epoch watermarks: null
@@ -648,8 +626,7 @@ def join(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> M
     if window_keys:
         key = window_keys[0]
         run.exact_judge(node, key, 0), run.exact_judge(node, key, 1)
-        if judges[0][key] != judges[1][key]:
-            raise limits.JOIN_KEY_DERIVED_APART.error(node.label, key=key)
+        assert join_keys_apart(run.judges, node, [key]) is None, "refused by the plan"
         left = marked(left, "__l_judge", judges[0][key], f"__l_{key}")
         right = marked(right, "__r_judge", judges[1][key], f"__r_{key}")
         condition = condition & (F.col("__l_judge") == F.col("__r_judge"))
@@ -749,10 +726,9 @@ def union(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> 
         return Made(merged, policy=transform.policy)
     judges = {}
     for column in sorted(node.info.watermarked):
-        inputs_judges = {run.exact_judge(node, column, port) for port in range(len(node.inputs))}
-        if len(inputs_judges) > 1:
-            raise limits.UNION_DERIVED_APART.error(node.label, column=column)
-        judges[column] = inputs_judges.pop()
+        for port in range(len(node.inputs)):
+            judges[column] = run.exact_judge(node, column, port)
+    assert union_columns_apart(run.judges, node) is None, "refused by the plan"
     schema = node.info.schema
     late = [judges[column].late(column) for column in schema.names if column in judges]
     output = schema.with_columns((LATE_WATERMARK, schema.type_of(late[0].column)))
@@ -771,8 +747,7 @@ def dropped_rows(translation: Translation, node: Node, inputs: Sequence[DataFram
     transform = node.transform
     assert isinstance(transform, DroppedRows)
     source = run.nodes[node.inputs[0]]
-    if source.id in run.staged:
-        raise limits.DROPPED_ROWS_MEET.error(node.label, source=source.label)
+    assert source.id not in run.staged, "refused by the plan (`plan.queries`)"
     made = run.made[source.id]
     if transform.kind == INVALID:
         assert made.invalid is not None

@@ -48,6 +48,7 @@ from sparkbeam.runners.spark.arrow import (
 from sparkbeam.runners.spark.engine_errors import spark_errors
 from sparkbeam.runners.spark.expressions import Compiler
 from sparkbeam.runners.spark.paths import paths_of
+from sparkbeam.runners.spark.plan.phases import TRANSLATED, refuse_untranslated
 from sparkbeam.runners.spark.python_functions import (
     combine_groups,
     fail_when,
@@ -122,10 +123,8 @@ class Translation:
 
     def run(self) -> None:
         for node in self.nodes:
-            translate = TRANSLATORS.get(type(node.transform))
-            if translate is None:
-                kind = type(node.transform).__name__
-                raise limits.NO_TRANSLATION.error(node.label, kind=kind, input="bounded")
+            refuse_untranslated([node], TRANSLATED, "bounded")  # the plan's
+            translate = TRANSLATORS[type(node.transform)]
             require_spark_types(node.info.schema, node.label, node.transform)
             inputs = [self.frames[i] for i in node.inputs]
             with translating(node):

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 
 import sparkbeam as sb
 from sparkbeam.graph import Node
-from sparkbeam.runners.spark.epochs import is_live, is_replayed
 from sparkbeam.runners.spark.plan.late_filters import (
     LateFilter,
     LateFilters,
@@ -16,6 +15,7 @@ from sparkbeam.runners.spark.plan.late_filters import (
     Strategy,
     late_filters,
 )
+from sparkbeam.runners.spark.plan.queries import is_live, is_replayed
 from sparkbeam.runners.spark.planning import ancestors, origins_meet
 from sparkbeam.transforms.watermark import WithWatermark
 

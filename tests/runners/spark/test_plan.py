@@ -1,22 +1,27 @@
 """The Spark runner's plan phases, without Spark: a pipeline's nodes in, a refusal out.
 
-Every refusal the phases decide (`plan.DECIDED`) is raised here from the nodes alone, and by
-`SparkRunner.run` on a machine with no Java (a subprocess whose `JAVA_HOME` points nowhere).
+Every refusal the phases decide (`plan.DECIDED`) is raised here from the nodes alone, and,
+but for one raised only when a PCollection is collected (`COLLECTED`), by `SparkRunner.run`
+on a machine with no Java (a subprocess whose `JAVA_HOME` points nowhere).
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
+from functools import cache
 
 import pytest
 
 import sparkbeam as sb
 from sparkbeam.runners.shared.refusals import Refusal
 from sparkbeam.runners.spark import limits, plan
+from tests.support.matrix import Unknown
 
 SCHEMA = {"k": str, "t": int, "v": int}
 ROWS = [{"k": "a", "t": 1, "v": 1}, {"k": "b", "t": 6, "v": 2}]
@@ -26,6 +31,28 @@ def stream(p: sb.Pipeline, label: str = "a") -> sb.PCollection:
     source = sb.TestStream(SCHEMA)
     source.add_epoch(ROWS)
     return p | label >> source
+
+
+@cache
+def json_directory() -> str:
+    """A directory of one JSON file of `ROWS`, for live sources."""
+    path = tempfile.mkdtemp(prefix="test-plan-")
+    with open(os.path.join(path, "part-000.json"), "w") as handle:
+        handle.writelines(json.dumps(row) + "\n" for row in ROWS)
+    return path
+
+
+def live(p: sb.Pipeline, label: str) -> sb.PCollection:
+    """A live source (Spark's file source) where the pipeline runs with sinks."""
+    return p | label >> sb.ReadFiles(json_directory(), "json", schema=SCHEMA, streaming=True)
+
+
+def ignore(rows: list[dict[str, object]], batch_id: int) -> None:
+    """A sink (never called: the pipelines here are refused)."""
+
+
+def two_watermarked(p: sb.Pipeline) -> tuple[sb.PCollection, sb.PCollection]:
+    return stream(p, "a").with_watermark("t", 0), stream(p, "b").with_watermark("t", 0)
 
 
 def emit_event_bounded(p: sb.Pipeline) -> None:
@@ -65,6 +92,86 @@ def chained_join(p: sb.Pipeline) -> None:
     a.join(b, on=["k", "window_start"])
 
 
+def no_translation(p: sb.Pipeline) -> None:
+    stream(p) | Unknown()
+
+
+def no_translation_bounded(p: sb.Pipeline) -> None:
+    p | sb.Create(ROWS, SCHEMA) | Unknown()
+
+
+def interval_join_max(p: sb.Pipeline) -> None:
+    a, b = two_watermarked(p)
+    a.join(b, on="k", times=("t", "t"), within=(0, 10), policy="max")
+
+
+def held_window_start(p: sb.Pipeline) -> None:
+    stream(p).with_watermark("t", 0).session("t", 3, keys="k").sort("window_start")
+
+
+def merged_derived_apart(p: sb.Pipeline) -> None:
+    a, b = two_watermarked(p)
+    windows = a.tumble("t", 10).union(b.tumble("t", 5))
+    windows.combine_per_key(["window_end"], n=sb.Count())
+
+
+def join_key_derived_apart(p: sb.Pipeline) -> None:
+    a, b = two_watermarked(p)
+    left = a.tumble("t", 10).select("window_start", left="v")
+    right = b.tumble("t", 20).select("window_start", right="v")
+    left.join(right, on="window_start")
+
+
+def union_derived_apart(p: sb.Pipeline) -> None:
+    a, b = two_watermarked(p)
+    a.select("k", t=sb.col("t") + 5, v="v").union(b, policy="max")
+
+
+def policies_meet(p: sb.Pipeline) -> None:
+    a, b = two_watermarked(p)
+    a.union(b, policy="max").union(b.union(a))
+
+
+def dropped_rows_meet(p: sb.Pipeline) -> sb.PCollection:
+    a, b = two_watermarked(p)
+    return a.late_rows().select("k", "t", "v").union(a.union(b))
+
+
+def dropped_rows_meet_sink(p: sb.Pipeline) -> None:
+    dropped_rows_meet(p).for_each_batch(ignore)
+
+
+def live_and_replayed(p: sb.Pipeline) -> None:
+    live(p, "a").union(stream(p, "b")).for_each_batch(ignore)
+
+
+def idle_live_merge(p: sb.Pipeline) -> None:
+    a = live(p, "a").with_watermark("t", 0)
+    b = live(p, "b").with_watermark("t", 0, idle_after=1)
+    a.union(b).for_each_batch(ignore)
+
+
+def max_drift_live(p: sb.Pipeline) -> None:
+    fast = live(p, "fast").with_watermark("t", 0, max_drift=5)
+    fast.union(live(p, "slow").with_watermark("t", 0))
+    fast.for_each_batch(ignore)
+
+
+def max_drift_with_idle(p: sb.Pipeline) -> sb.PCollection:
+    fast = stream(p, "fast").with_watermark("t", 0, max_drift=5)
+    fast.union(stream(p, "slow").with_watermark("t", 0, idle_after=1))
+    return fast
+
+
+def max_drift_with_idle_sink(p: sb.Pipeline) -> None:
+    max_drift_with_idle(p).for_each_batch(ignore)
+
+
+def collect_live(p: sb.Pipeline) -> sb.PCollection:
+    read = sb.ReadFromSpark("json", {"path": json_directory()}, schema=SCHEMA)
+    return (p | "json" >> read).with_watermark("t", 0)
+
+
 REFUSED: dict[str, tuple[Callable[[sb.Pipeline], None], Refusal]] = {
     "emit-event-bounded": (emit_event_bounded, limits.EMIT_EVENT),
     "emit-event": (emit_event, limits.EMIT_EVENT),
@@ -74,7 +181,31 @@ REFUSED: dict[str, tuple[Callable[[sb.Pipeline], None], Refusal]] = {
     "chained": (chained, limits.CHAINED_WATERMARKS),
     "chained-union": (chained_union, limits.CHAINED_WATERMARKS),
     "chained-join": (chained_join, limits.CHAINED_WATERMARKS),
+    "no-translation": (no_translation, limits.NO_TRANSLATION),
+    "no-translation-bounded": (no_translation_bounded, limits.NO_TRANSLATION),
+    "interval-join-max": (interval_join_max, limits.INTERVAL_JOIN_MAX),
+    "held-window-start": (held_window_start, limits.HELD_WINDOW_START),
+    "merged-derived-apart": (merged_derived_apart, limits.MERGED_DERIVED_APART),
+    "join-key-derived-apart": (join_key_derived_apart, limits.JOIN_KEY_DERIVED_APART),
+    "union-derived-apart": (union_derived_apart, limits.UNION_DERIVED_APART),
+    "policies-meet": (policies_meet, limits.POLICIES_MEET),
+    "dropped-rows-meet": (dropped_rows_meet_sink, limits.DROPPED_ROWS_MEET),
+    "live-and-replayed": (live_and_replayed, limits.LIVE_AND_REPLAYED),
+    "idle-live-merge": (idle_live_merge, limits.IDLE_LIVE_MERGE),
+    "max-drift-live": (max_drift_live, limits.MAX_DRIFT_LIVE),
+    "max-drift-with-idle": (max_drift_with_idle_sink, limits.MAX_DRIFT_WITH_IDLE),
 }
+"""Pipelines `p.run()` refuses (sinks are planned when it runs): `plan.refuse` and
+`plan.refuse_translation` raise their refusals."""
+
+COLLECTED: dict[str, tuple[Callable[[sb.Pipeline], sb.PCollection], Refusal]] = {
+    "collect-live": (collect_live, limits.COLLECT_LIVE),
+    "dropped-rows-meet": (dropped_rows_meet, limits.DROPPED_ROWS_MEET),
+    "max-drift-with-idle": (max_drift_with_idle, limits.MAX_DRIFT_WITH_IDLE),
+}
+"""Pipelines that run, whose PCollection returned is refused when collected:
+`plan.refuse_query` raises its refusal (a collected PCollection's queries are planned when it
+is first asked for, after `p.run()` started Spark for the result)."""
 
 
 def independent_union(p: sb.Pipeline) -> None:
@@ -91,17 +222,62 @@ def bounded_connector(p: sb.Pipeline) -> None:
     (p | "json" >> read).with_watermark("t", 0)
 
 
-PLANNED = [independent_union, periodic_windows, bounded_connector]
+def session_then_combine(p: sb.Pipeline) -> None:
+    sessions = stream(p).with_watermark("t", 0).session("t", 3, keys="k")
+    sessions.combine_per_key(["window_start"], n=sb.Count())
 
 
-def nodes_of(build: Callable[[sb.Pipeline], None]) -> sb.Pipeline:
+def alike_windows_max(p: sb.Pipeline) -> None:
+    a, b = two_watermarked(p)
+    windows = a.tumble("t", 10).union(b.tumble("t", 10), policy="max")
+    windows.combine_per_key(["window_end"], n=sb.Count())
+
+
+def window_join_max(p: sb.Pipeline) -> None:
+    a, b = two_watermarked(p)
+    left = a.tumble("t", 10).select("window_start", left="v")
+    right = b.tumble("t", 10).select("window_start", right="v")
+    left.join(right, on="window_start", policy="max").for_each_batch(ignore)
+
+
+def late_rows_of_one(p: sb.Pipeline) -> None:
+    a, b = two_watermarked(p)
+    a.union(b)
+    a.late_rows().for_each_batch(ignore)
+
+
+def live_merge(p: sb.Pipeline) -> None:
+    live(p, "a").with_watermark("t", 0).union(live(p, "b").with_watermark("t", 0))
+
+
+PLANNED = [
+    independent_union,
+    periodic_windows,
+    bounded_connector,
+    session_then_combine,
+    alike_windows_max,
+    window_join_max,
+    late_rows_of_one,
+    live_merge,
+]
+
+
+def nodes_of(build: Callable[[sb.Pipeline], object]) -> sb.Pipeline:
     p = sb.Pipeline(runner=sb.DirectRunner())
     build(p)
     return p
 
 
+def refuse(p: sb.Pipeline) -> None:
+    """What `SparkRunner.run` refuses before it gets a session, in its order (the column types
+    checked between the two, not here)."""
+    plan.refuse(p.nodes)
+    plan.refuse_translation(p.nodes)
+
+
 def test_every_decided_refusal_is_tested() -> None:
-    assert {refusal.name for _, refusal in REFUSED.values()} == {r.name for r in plan.DECIDED}
+    tested = {refusal.name for _, refusal in [*REFUSED.values(), *COLLECTED.values()]}
+    assert tested == {r.name for r in plan.DECIDED}
 
 
 @pytest.mark.parametrize("name", sorted(REFUSED))
@@ -109,13 +285,83 @@ def test_phases_refuse(name: str) -> None:
     build, refusal = REFUSED[name]
     p = nodes_of(build)
     with pytest.raises(sb.PipelineError) as info:
-        plan.refuse(p.nodes)
+        refuse(p)
     assert refusal.matches(str(info.value)), str(info.value)
+
+
+@pytest.mark.parametrize("name", sorted(COLLECTED))
+def test_query_phases_refuse_collected(name: str) -> None:
+    build, refusal = COLLECTED[name]
+    p = sb.Pipeline(runner=sb.DirectRunner())
+    target = build(p)
+    refuse(p)  # the pipeline runs: only collecting `target` is refused
+    with pytest.raises(sb.PipelineError) as info:
+        plan.refuse_query(p.nodes, target.node, sink=False, live=False)
+    message = str(info.value)
+    assert refusal.matches(message), message
+
+
+def test_collected_dropped_rows_of_one_origin_are_not_refused() -> None:
+    p = sb.Pipeline(runner=sb.DirectRunner())
+    a, b = two_watermarked(p)
+    late = a.late_rows()
+    a.union(b)
+    plan.refuse_query(p.nodes, late.node, sink=False, live=False)
 
 
 @pytest.mark.parametrize("build", PLANNED, ids=lambda build: build.__name__)
 def test_phases_refuse_nothing_spark_runs(build: Callable[[sb.Pipeline], None]) -> None:
-    plan.refuse(nodes_of(build).nodes)
+    refuse(nodes_of(build))
+
+
+REFUSED_NODES = {
+    "no-translation": "Unknown",
+    "interval-join-max": "Join(k)",
+    "held-window-start": "Sort(window_start)",
+    "merged-derived-apart": "CombinePerKey(window_end)",
+    "join-key-derived-apart": "Join(window_start)",
+    "union-derived-apart": "Union",
+    "policies-meet": "Union_2",
+    "dropped-rows-meet": "LateRows(WithWatermark(t))",
+    "live-and-replayed": "ForEachBatch(ignore)",
+    "idle-live-merge": "WithWatermark(t)_2",
+    "max-drift-live": "WithWatermark(t)",
+    "max-drift-with-idle": "WithWatermark(t)",
+}
+"""The node each refusal names: the one the Spark runner named when its translation refused
+it (the merge; the node keying state on the column; the second policy met)."""
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED_NODES))
+def test_refusals_name_the_node(name: str) -> None:
+    build, _ = REFUSED[name]
+    with pytest.raises(sb.PipelineError) as info:
+        refuse(nodes_of(build))
+    assert str(info.value).startswith(f"{REFUSED_NODES[name]}: "), str(info.value)
+
+
+@pytest.mark.parametrize("kind", [int, "datetime"])
+def test_a_delay_beyond_spark_time_is_refused(kind: object) -> None:
+    """The longest delay Spark holds (`plan.delays`), refused on a stream before any session."""
+    p = sb.Pipeline(runner=sb.DirectRunner())
+    if kind is int:
+        stream(p).with_watermark("t", 2**62)
+    else:
+        source = sb.TestStream({"t": datetime.datetime})
+        source.add_epoch([{"t": datetime.datetime(2026, 1, 1)}])
+        (p | source).with_watermark("t", datetime.timedelta(days=999_999_999))
+    with pytest.raises(sb.PipelineError, match=r"^WithWatermark\(t\): delay .* at most \d+ milli"):
+        refuse(p)
+
+
+def test_translators_have_the_plan_s_kinds() -> None:
+    """The plan's translated transforms are the translators' (no transform refused that a
+    translator takes, none let through that none takes)."""
+    from sparkbeam.runners.spark.streaming import STREAMING_TRANSLATORS
+    from sparkbeam.runners.spark.translate import TRANSLATORS
+
+    assert set(TRANSLATORS) == plan.phases.TRANSLATED
+    assert set(STREAMING_TRANSLATORS) == plan.phases.STREAMING_TRANSLATED
 
 
 def test_plan_imports_without_pyspark() -> None:
@@ -133,7 +379,7 @@ import sparkbeam as sb
 from tests.runners.spark import test_plan
 
 outcome = {}
-for name, (build, refusal) in test_plan.REFUSED.items():
+for name, (build, refusal) in test_plan.WITHOUT_JAVA.items():
     p = sb.Pipeline(runner=sb.SparkRunner())
     build(p)
     try:
@@ -145,6 +391,19 @@ print(json.dumps(outcome))
 """
 
 
+def object_column(p: sb.Pipeline) -> None:
+    stream(p).map(lambda row: {"k": row["k"], "payload": [row["v"]]}, {"k": str, "payload": object})
+
+
+WITHOUT_JAVA = {**REFUSED, "object-column": (object_column, limits.OBJECT_COLUMN)}
+"""Every refusal of the catalogue that `p.run()` raises for its pipeline from the graph alone.
+Not here: `PARQUET_UINT64` and `PARQUET_LIVE_NANOSECONDS`, which the files' contents decide
+(read when the query is translated, through Spark's file systems), and `COLLECT_LIVE`,
+raised when a PCollection is collected from the result `p.run()` made with a session
+(`COLLECTED`; so are `DROPPED_ROWS_MEET` and `MAX_DRIFT_WITH_IDLE` when collected, here
+written by a sink instead)."""
+
+
 def test_refusals_without_java(tmp_path: object) -> None:
     """Each refused pipeline gets its refusal from `p.run()` where Java cannot start."""
     env = {k: v for k, v in os.environ.items() if k not in ("SPARK_HOME", "JAVA_HOME")}
@@ -153,4 +412,4 @@ def test_refusals_without_java(tmp_path: object) -> None:
         [sys.executable, "-c", NO_JAVA], env=env, capture_output=True, text=True, check=True
     )
     outcome = json.loads(done.stdout.strip().splitlines()[-1])
-    assert outcome == {name: refusal.name for name, (_, refusal) in REFUSED.items()}
+    assert outcome == {name: refusal.name for name, (_, refusal) in WITHOUT_JAVA.items()}

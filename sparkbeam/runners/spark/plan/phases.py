@@ -2,8 +2,12 @@
 the graph alone decides, run in order on the pipeline's nodes before any session exists.
 
 A phase takes the nodes (and their watermark origins) and raises its refusal for the first
-node it finds. The translators keep no copy of these decisions: where one checks again as a
-backstop, it calls the same predicate.
+node it finds; where a pipeline has refusals of several phases, the earlier phase's is raised
+(each phase's own at the node a translator would have named). `refuse` runs the first ones;
+`refuse_translation`, after the runner checks the column types, those a translator meets,
+then every sink's query phases (`queries.refuse_query`). The translators keep no copy of
+these decisions: where one checks again as a backstop, it calls the same predicate or
+asserts it.
 """
 
 from __future__ import annotations
@@ -12,16 +16,32 @@ from collections.abc import Callable, Mapping, Sequence
 
 from sparkbeam.graph import Node
 from sparkbeam.runners.spark import limits
+from sparkbeam.runners.spark.plan.delays import refuse_long_delays
+from sparkbeam.runners.spark.plan.keyed import refuse_inexact_keys
+from sparkbeam.runners.spark.plan.merges import (
+    refuse_interval_join_max,
+    refuse_join_key_derived_apart,
+    refuse_policies_meet,
+    refuse_union_derived_apart,
+)
 from sparkbeam.runners.spark.plan.origins import (
     merges_chained_origins,
     redefines_watermark,
     watermark_origins,
 )
+from sparkbeam.runners.spark.plan.queries import refuse_query
 from sparkbeam.transforms.combine import CombinePerKey
-from sparkbeam.transforms.connectors import ReadFromSpark
+from sparkbeam.transforms.connectors import ForEachBatch, ReadFromSpark
+from sparkbeam.transforms.elementwise import Filter, Map, Select
+from sparkbeam.transforms.files import ReadFiles, WriteFiles
+from sparkbeam.transforms.flat import FlatMap
 from sparkbeam.transforms.join import Join
+from sparkbeam.transforms.late import DroppedRows
+from sparkbeam.transforms.sort import Sort
+from sparkbeam.transforms.sources import Create, TestStreamSource
 from sparkbeam.transforms.union import Union
 from sparkbeam.transforms.watermark import WithWatermark
+from sparkbeam.transforms.windows import Hop, Session, Tumble
 
 Origins = Mapping[int, frozenset[int]]
 Phase = Callable[[Sequence[Node], Origins], None]
@@ -71,17 +91,78 @@ def refuse_chained_watermarks(nodes: Sequence[Node], origins: Origins) -> None:
             raise limits.CHAINED_WATERMARKS.error(node.label)
 
 
+TRANSLATED: frozenset[type] = frozenset(
+    {
+        Map,
+        FlatMap,
+        Filter,
+        Select,
+        Tumble,
+        Hop,
+        Session,
+        Sort,
+        CombinePerKey,
+        Join,
+        Union,
+        WithWatermark,
+        DroppedRows,
+        Create,
+        ReadFiles,
+        ReadFromSpark,
+        WriteFiles,
+        ForEachBatch,
+    }
+)
+"""The primitive transforms the Spark runner translates in a batch job (`translate`): every
+one of sparkbeam's own; on unbounded input `TestStream` too (`STREAMING_TRANSLATED`)."""
+
+STREAMING_TRANSLATED = TRANSLATED | {TestStreamSource}
+"""The primitive transforms the Spark runner translates into Structured Streaming."""
+
+
+def refuse_untranslated(nodes: Sequence[Node], translated: frozenset[type], input: str) -> None:
+    """A primitive transform the Spark runner has no translation of (a user's own), on
+    `input` ("bounded" or "unbounded") input."""
+    for node in nodes:
+        if type(node.transform) not in translated:
+            kind = type(node.transform).__name__
+            raise limits.NO_TRANSLATION.error(node.label, kind=kind, input=input)
+
+
+def refuse_untranslated_batch(nodes: Sequence[Node], origins: Origins) -> None:
+    """A transform with no translation into a batch job (`TRANSLATED`)."""
+    refuse_untranslated(nodes, TRANSLATED, "bounded")
+
+
+def refuse_untranslated_streaming(nodes: Sequence[Node], origins: Origins) -> None:
+    """A transform with no translation into Structured Streaming (`STREAMING_TRANSLATED`)."""
+    refuse_untranslated(nodes, STREAMING_TRANSLATED, "unbounded")
+
+
 DECIDED = (
     limits.UPDATE_MODE,
     limits.EMIT_EVENT,
     limits.IDLE_PROCESSING_TIME,
     limits.BOUNDED_READ_IN_STREAM,
     limits.CHAINED_WATERMARKS,
+    limits.NO_TRANSLATION,
+    limits.INTERVAL_JOIN_MAX,
+    limits.HELD_WINDOW_START,
+    limits.MERGED_DERIVED_APART,
+    limits.JOIN_KEY_DERIVED_APART,
+    limits.UNION_DERIVED_APART,
+    limits.POLICIES_MEET,
+    limits.COLLECT_LIVE,
+    limits.LIVE_AND_REPLAYED,
+    limits.IDLE_LIVE_MERGE,
+    limits.MAX_DRIFT_LIVE,
+    limits.MAX_DRIFT_WITH_IDLE,
+    limits.DROPPED_ROWS_MEET,
 )
 """The catalogue's refusals the phases decide, wherever the pipeline raises them."""
 
 BATCH_PHASES: tuple[Phase, ...] = (refuse_update_mode, refuse_emit_event)
-"""The phases of a bounded pipeline (a batch job), in order."""
+"""The phases of a bounded pipeline (a batch job) run first, in order."""
 
 PHASES: tuple[Phase, ...] = (
     *BATCH_PHASES,
@@ -89,13 +170,42 @@ PHASES: tuple[Phase, ...] = (
     refuse_bounded_read,
     refuse_chained_watermarks,
 )
-"""The phases of an unbounded pipeline (Structured Streaming), in order."""
+"""The phases of an unbounded pipeline (Structured Streaming) run first, in order."""
+
+BATCH_TRANSLATION_PHASES: tuple[Phase, ...] = (refuse_untranslated_batch,)
+"""The phases of a batch job run after the column types are checked (`refuse_translation`)."""
+
+TRANSLATION_PHASES: tuple[Phase, ...] = (
+    refuse_untranslated_streaming,
+    refuse_long_delays,
+    refuse_interval_join_max,
+    refuse_inexact_keys,
+    refuse_join_key_derived_apart,
+    refuse_union_derived_apart,
+    refuse_policies_meet,
+)
+"""The phases of an unbounded pipeline run after the column types are checked, in the order a
+translator meets their refusals at one node; they take the pipeline's nodes as one query (all
+its merges, whichever of its queries each runs in)."""
 
 
 def refuse(nodes: Sequence[Node]) -> None:
-    """Run the phases for `nodes` (those of an unbounded pipeline when any node is unbounded):
-    raise the first refusal the graph alone decides."""
+    """Run the first phases for `nodes` (those of an unbounded pipeline when any node is
+    unbounded): raise the first refusal they decide."""
     unbounded = any(not node.info.bounded for node in nodes)
     origins = watermark_origins(nodes)
     for phase in PHASES if unbounded else BATCH_PHASES:
         phase(nodes, origins)
+
+
+def refuse_translation(nodes: Sequence[Node]) -> None:
+    """Run the translation's phases for `nodes`, then, on unbounded input, those of every
+    sink's queries (`refuse_query`), sinks in graph order."""
+    unbounded = any(not node.info.bounded for node in nodes)
+    origins = watermark_origins(nodes)
+    for phase in TRANSLATION_PHASES if unbounded else BATCH_TRANSLATION_PHASES:
+        phase(nodes, origins)
+    if unbounded:
+        for node in nodes:
+            if isinstance(node.transform, (WriteFiles, ForEachBatch)):
+                refuse_query(nodes, node, sink=True, live=True)
