@@ -208,7 +208,9 @@ class UpdateCombineOperator(CombineOperator):
         """Open groups an estimate has passed: their `"ON_TIME"` row is out (or they have
         none, born after it), so every later row of theirs is `"LATE"`."""
         self.estimated: dict[str, Any] = {}
-        """The estimate applied last on each watermarked key column (`E'` of the next epoch)."""
+        """The estimate applied last on each watermarked key column (`E'` of the next epoch),
+        from the first that ran ahead of its value: until then `E'` is the watermark, which
+        no kept row's group is below, so no group can be born late."""
 
     def _open(self, new: list[Key]) -> None:
         super()._open(new)
@@ -283,8 +285,8 @@ class UpdateCombineOperator(CombineOperator):
         if released:
             out.append(self._emit(released))
         previous = self.estimated.get(column)
-        if previous is None or estimate > previous:
-            self.estimated[column] = estimate
+        if (previous is None and estimate > mark) or (previous is not None and estimate > previous):
+            self.estimated[column] = estimate  # kept only once it runs ahead of the value
         return out + self.watermarks(self.derive(column, mark))
 
     def _updates(self, keys: list[Key]) -> Chunk:
