@@ -289,3 +289,17 @@ def test_metrics_show_the_estimate_where_it_differs() -> None:
     assert metrics[marked.node.label].watermark_estimates == {"t": 15}
     assert metrics[plain.node.label].watermark_estimates == {}
     assert "t=8 (estimate 15)" in metrics.table()
+
+
+def test_an_idle_input_is_left_out_of_the_estimate_as_of_the_value() -> None:
+    with sb.Pipeline() as p:
+        quiet = (p | "quiet" >> stream_of([row(3)], [], [], [])).with_watermark(
+            "t", 0, idle_after=1
+        )
+        busy = (p | "busy" >> stream_of([row(10)], [row(20)], [row(30)], [row(40)])).with_watermark(
+            "t", 2, allowed_lateness=6
+        )
+        merged = quiet.union(busy)
+    got = [(m.value, m.estimate) for m in p.result.watermarks(merged) if m.column == "t"]
+    assert got[0] == (2, 3)  # both inputs: min(3, 2), min(3, 8)
+    assert got[-1] == (32, 38)  # the quiet input idle: the busy one's watermark and estimate
