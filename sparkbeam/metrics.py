@@ -28,6 +28,11 @@ class TransformMetrics:
       windows a `CombinePerKey` closed).
     - `state_size` / `peak_state_size`: rows or groups held now and at most
       (None where the runner does not measure state).
+    - `watermark_estimates`: per column in `watermarks` whose estimate differs
+      from its watermark (an `allowed_lateness` upstream), that estimate: the
+      point an update-mode `CombinePerKey` emits its on-time rows at. The
+      direct runner reports it; the Spark runner, whose queries carry the
+      watermark only, leaves it empty.
     """
 
     rows_in: int
@@ -38,6 +43,7 @@ class TransformMetrics:
     watermark_lag: Mapping[str, Any] = field(default_factory=dict)
     state_size: int | None = None
     peak_state_size: int | None = None
+    watermark_estimates: Mapping[str, Any] = field(default_factory=dict)
 
 
 _HEADINGS = ("transform", "rows in", "rows out", "late", "invalid", "state", "watermarks (lag)")
@@ -77,7 +83,9 @@ def _cells(label: str, counted: TransformMetrics) -> tuple[str, ...]:
     marks = []
     for column, value in counted.watermarks.items():
         lag = counted.watermark_lag.get(column)
-        marks.append(f"{column}={value}" + ("" if lag is None else f" ({describe_duration(lag)})"))
+        estimate = counted.watermark_estimates.get(column)
+        shown = f"{column}={value}" + ("" if estimate is None else f" (estimate {estimate})")
+        marks.append(shown + ("" if lag is None else f" ({describe_duration(lag)})"))
     return (
         label,
         f"{counted.rows_in:,}",

@@ -306,9 +306,15 @@ class PCollection:
         *,
         idle_after: IdleAfter | None = None,
         max_drift: Duration | None = None,
+        allowed_lateness: Duration = 0,
     ) -> PCollection:
         return self | WithWatermark(
-            column, delay, emit=emit, idle_after=idle_after, max_drift=max_drift
+            column,
+            delay,
+            emit=emit,
+            idle_after=idle_after,
+            max_drift=max_drift,
+            allowed_lateness=allowed_lateness,
         )
 
     def late_rows(self) -> PCollection:

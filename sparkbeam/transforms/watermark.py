@@ -34,6 +34,12 @@ with the watermark it was judged against (`late_watermark`), and
   further epochs of its sources until the others catch up (Flink's watermark
   alignment), so the state of the `Union`/`Join` downstream stays bounded.
 
+- `allowed_lateness`: a duration like `delay` (default 0). The estimate is
+  `E = floor_to_ms(max) - delay` and the watermark `W = E - allowed_lateness`:
+  rows below `W` are late and `W` is the in-band watermark, so everything
+  behaves as with `delay + allowed_lateness`, except an update-mode
+  `CombinePerKey`, which reads `E` (`Watermark.estimate`) for its on-time rows.
+
 On bounded input (one epoch) neither changes anything: no input is idle for
 an epoch, and there is no later epoch to hold back.
 """
@@ -72,6 +78,11 @@ class WithWatermark(PrimitiveTransform):
             inputs meet.
         max_drift: How far this watermark may run ahead of the slowest other
             one it meets before its sources are held back (a duration).
+        allowed_lateness: How far behind the estimate `floor_to_ms(max) - delay`
+            the watermark stays (a duration like `delay`, default 0): rows down
+            to `estimate - allowed_lateness` are kept, and an update-mode
+            `CombinePerKey` emits its on-time row at the estimate and late
+            corrections until the watermark passes the group.
     """
 
     column: str
@@ -79,6 +90,7 @@ class WithWatermark(PrimitiveTransform):
     emit: str = "periodic"
     idle_after: IdleAfter | None = field(default=None, kw_only=True)
     max_drift: Duration | None = field(default=None, kw_only=True)
+    allowed_lateness: Duration = field(default=0, kw_only=True)
 
     def default_label(self) -> str:
         return f"WithWatermark({self.column})"
@@ -93,12 +105,15 @@ class WithWatermark(PrimitiveTransform):
             shown.append(("idle_after", f"{idle} epochs" if epochs else describe_duration(idle)))
         if self.max_drift is not None:
             shown.append(("max_drift", describe_duration(self.max_drift)))
+        if self.allowed_lateness != 0:
+            shown.append(("allowed_lateness", describe_duration(self.allowed_lateness)))
         return tuple(shown)
 
     def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
         source = single_input(inputs, label)
         require_time_column(source.schema, self.column, label)
         self.delay_units(source.schema, label)
+        self.lateness_units(source.schema, label)
         if self.emit not in EMIT_MODES:
             raise PipelineError(
                 f"{label}: emit={self.emit!r} is not a mode; use emit='periodic' (the watermark "
@@ -160,8 +175,29 @@ class WithWatermark(PrimitiveTransform):
         """The delay in the column's units (microseconds for datetimes, whole milliseconds)."""
         return duration_on(schema, self.column, self.delay, "delay", label, whole_millis=True)
 
+    def lateness_units(self, schema: Schema, label: str = "WithWatermark") -> int:
+        """`allowed_lateness` in the column's units (validated like `delay`)."""
+        return duration_on(
+            schema, self.column, self.allowed_lateness, "allowed_lateness", label, whole_millis=True
+        )
+
+    def watermark_delay_units(self, schema: Schema, label: str = "WithWatermark") -> int:
+        """How far the watermark stays behind `floor_to_ms(max)`: `delay + allowed_lateness`.
+
+        Every transform but an update-mode `CombinePerKey` sees only the watermark, so
+        this pipeline behaves exactly as one whose delay is this total.
+        """
+        return self.delay_units(schema, label) + self.lateness_units(schema, label)
+
     def watermark_function(self, schema: Schema) -> WatermarkFunction:
-        """The function from the maximum event time seen to the watermark."""
+        """The function from the maximum event time seen to the watermark `W = E - lateness`."""
+        return WatermarkFunction(
+            self.watermark_delay_units(schema), schema.type_of(self.column) is _dt.datetime
+        )
+
+    def estimate_function(self, schema: Schema) -> WatermarkFunction:
+        """The function from the maximum event time seen to the estimate `E = floor_to_ms(max) -
+        delay` (the watermark where `allowed_lateness` is 0)."""
         return WatermarkFunction(
             self.delay_units(schema), schema.type_of(self.column) is _dt.datetime
         )

@@ -20,6 +20,7 @@ from sparkbeam.runners.spark.streaming import ONE_WATERMARK, StreamingTranslatio
 from tests.agreement.pipelines import row_multiset
 from tests.agreement.streams import StreamOutputs
 from tests.agreement.test_streaming import assert_agree_epoch_by_epoch
+from tests.agreement.test_streaming import run as run_streaming
 
 pytestmark = pytest.mark.spark
 
@@ -71,6 +72,46 @@ def test_the_fed_filters_agree_at_the_watermark(spark: Any, spark_runner: Any) -
     # the stateless filter where the source feeds the WithWatermark, a stateful one elsewhere
     assert set(translation.epoch_marks) == {direct.node.id, integer.node.id}
     assert_agree_epoch_by_epoch(fed, spark_runner)
+
+
+def fed_with_lateness(p: sb.Pipeline) -> StreamOutputs:
+    """`allowed_lateness` on the Spark runner: delay 1 s with 1 s of lateness is the 2 s delay
+    above, so the rows at, below and above the watermark are judged alike, and `emit="close"`
+    windows close on the watermark."""
+    stream = sb.TestStream(schema=SCHEMA)
+    for rows in edge_epochs():
+        stream.add_epoch(rows)
+    marked = (p | stream).with_watermark("t", "1 second", allowed_lateness="1 second")
+    windows = marked.tumble("t", "5 seconds").combine_per_key(
+        ["k", "window_start"], total=sb.Sum("v")
+    )
+    return {"kept": marked, "late": marked.late_rows(), "windows": windows}, [marked]
+
+
+def test_lateness_is_part_of_the_watermark_delay_on_spark(spark_runner: Any) -> None:
+    direct, _ = run_streaming(fed_with_lateness, sb.DirectRunner())
+    assert [row["k"] for epoch in direct["late"] for row in epoch] == ["below"]
+    assert_agree_epoch_by_epoch(fed_with_lateness, spark_runner, metrics=True)
+    rows = [row for epoch in edge_epochs() for row in epoch]
+
+    def bounded(p: sb.Pipeline) -> dict[str, sb.PCollection]:
+        marked = (p | sb.Create(rows, schema=SCHEMA)).with_watermark(
+            "t", "1 second", allowed_lateness="1 second"
+        )
+        windows = marked.tumble("t", "5 seconds").combine_per_key(
+            ["k", "window_start"], total=sb.Sum("v")
+        )
+        return {"kept": marked, "windows": windows}
+
+    outputs = {}
+    for runner in (sb.DirectRunner(), spark_runner):
+        p = sb.Pipeline(runner=runner)
+        made = bounded(p)
+        result = p.run()
+        outputs[type(runner).__name__] = {
+            name: row_multiset(result.collect(pcoll)) for name, pcoll in made.items()
+        }
+    assert outputs["SparkRunner"] == outputs["DirectRunner"]
 
 
 def write_epochs(directory: str) -> None:

@@ -153,6 +153,8 @@ class UnitState:
     check: dict[str, Any] | None
     merged_checks: list[dict[str, Any] | None]
     order: dict[Any, Any] | None
+    estimates: tuple[dict[str, Any], dict[tuple[int, str], Any]] | None = None
+    """The estimates the operator emitted and received (`Operator.estimates`)."""
 
 
 @dataclass
@@ -197,6 +199,7 @@ def save_unit(unit: Unit) -> UnitState:
         check=None if unit.check is None else dict(unit.check.watermarks),
         merged_checks=[None if c is None else dict(c.watermarks) for c in unit.merged_checks],
         order=None if unit.order_check is None else dict(unit.order_check.last),
+        estimates=unit.operator.estimates(),
     )
 
 
@@ -226,6 +229,10 @@ def restore_node(saved: Sequence[UnitState], units: Sequence[Unit]) -> None:
         order.update(state.order or {})
     ports = len(units[0].mergers)
     merged = [_common_floor(state.merged_checks[port] for state in saved) for port in range(ports)]
+    estimates = (
+        _common_floor(None if s.estimates is None else s.estimates[0] for s in saved),
+        _common_floor(None if s.estimates is None else s.estimates[1] for s in saved),
+    )
     merger_emitted = [
         _common_floor(_merger_emitted(state.mergers[port]) for state in saved)
         for port in range(ports)
@@ -234,6 +241,7 @@ def restore_node(saved: Sequence[UnitState], units: Sequence[Unit]) -> None:
         if state is not None:
             unit.operator.restore(state)
         unit.operator.restore_emitted_watermarks(emitted)
+        unit.operator.restore_estimates(estimates)
         unit.operator.restore_idleness((idle, idle_inputs))
         if unit.check is not None:
             unit.check.watermarks = dict(check)
@@ -251,6 +259,7 @@ def _restore_unit(unit: Unit, state: UnitState) -> None:
     if state.operator is not None:
         unit.operator.restore(state.operator)
     unit.operator.restore_emitted_watermarks(state.emitted)
+    unit.operator.restore_estimates(state.estimates)
     unit.operator.restore_idleness(state.idleness)
     if unit.check is not None and state.check is not None:
         unit.check.watermarks = dict(state.check)
@@ -271,7 +280,7 @@ def _merger_emitted(state: MergerState | None) -> dict[str, Any] | None:
     return None if state is None else state.emitted
 
 
-def _common_floor(promises: Iterable[dict[str, Any] | None]) -> dict[str, Any]:
+def _common_floor(promises: Iterable[dict[Any, Any] | None]) -> dict[Any, Any]:
     """Per column, the minimum over all promises; a column some promise lacks is dropped."""
     listed = list(promises)
     if not listed or any(promise is None for promise in listed):

@@ -18,6 +18,15 @@ watermarks in arrival order, each releasing the groups it passes as above,
 as `"ON_TIME"` last rows, then passing on. The end of input runs step 2
 only (every group left is released). A checkpoint (taken after the
 barrier, with nothing touched or held) adds each group's pane index.
+
+With `allowed_lateness` upstream, a watermark's estimate runs ahead of its
+value: at the barrier, the groups the estimate passes (and no earlier one
+did) emit `"ON_TIME"` (last only if the value passes them too), and the
+groups the value passes emit their last row (`"LATE"` when their
+`"ON_TIME"` row came before). A step-1 row of a group an earlier estimate
+passed is `"LATE"`. The groups the estimate has passed are kept in a set
+(checkpointed with each group); the estimate is found by scanning the open
+groups, so only pipelines with lateness pay for it.
 `FinalsOperator` keeps the last rows and drops the pane columns.
 """
 
@@ -34,7 +43,15 @@ from sparkbeam.runners.direct.operator import Chunk, Message, Operator, Owner
 from sparkbeam.runners.shared.accumulators import accumulators_for
 from sparkbeam.schema import one_nan_in
 from sparkbeam.transforms.combine import CombinePerKey
-from sparkbeam.updates import EARLY, ON_TIME, PANE_COLUMNS, PANE_INDEX, PANE_IS_LAST, PANE_TIMING
+from sparkbeam.updates import (
+    EARLY,
+    LATE,
+    ON_TIME,
+    PANE_COLUMNS,
+    PANE_INDEX,
+    PANE_IS_LAST,
+    PANE_TIMING,
+)
 
 Key = Hashable
 
@@ -177,6 +194,8 @@ class CombineOperator(Operator):
 class UpdateCombineOperator(CombineOperator):
     """`CombinePerKey(emit="update")`: an update stream, per epoch (module docstring)."""
 
+    holds_watermarks = True
+
     def __init__(self, node: Node, inputs: Sequence[EdgeInfo]) -> None:
         super().__init__(node, inputs)
         self.panes: list[int] = []
@@ -185,6 +204,13 @@ class UpdateCombineOperator(CombineOperator):
         """The groups that received rows in this epoch, in the order of their first row."""
         self.held: list[Watermark] = []
         """This epoch's watermarks, applied at its barrier."""
+        self.on_time: set[Key] = set()
+        """Open groups an estimate has passed: their `"ON_TIME"` row is out (or they have
+        none, born after it), so every later row of theirs is `"LATE"`."""
+        self.estimated: dict[str, Any] = {}
+        """The estimate applied last on each watermarked key column (`E'` of the next epoch),
+        from the first that ran ahead of its value: until then `E'` is the watermark, which
+        no kept row's group is below, so no group can be born late."""
 
     def _open(self, new: list[Key]) -> None:
         super()._open(new)
@@ -199,6 +225,12 @@ class UpdateCombineOperator(CombineOperator):
         super().on_chunk(port, chunk)
         self.touched.update(dict.fromkeys(self._keys(chunk)))
         return []
+
+    def _passed_by_estimate(self, key: Key) -> bool:
+        estimated = self.estimated
+        return any(
+            self._key_values(key, column) < estimate for column, estimate in estimated.items()
+        )
 
     def on_watermark(self, port: int, watermark: Watermark) -> list[Message]:
         self.held.append(watermark)
@@ -217,15 +249,60 @@ class UpdateCombineOperator(CombineOperator):
         return out + super().on_end()
 
     def _apply_held(self) -> list[Message]:
-        """Step 2: the held watermarks, in arrival order, as `emit="close"` applies them."""
+        """Step 2: the held watermarks, in arrival order (`_apply`)."""
         held, self.held = self.held, []
         out: list[Message] = []
         for watermark in held:
-            out += super().on_watermark(0, watermark)
+            out += self._apply(watermark)
         return out
 
+    def _apply(self, watermark: Watermark) -> list[Message]:
+        """The groups the estimate passes emit `"ON_TIME"`, those the value passes their last
+        row (the module docstring); then the watermark passes on."""
+        column, mark, estimate = watermark.column, watermark.value, watermark.estimate
+        self.note_estimate(0, watermark)
+        if column not in self.heaps:
+            return self.watermarks(self.derive(column, mark))
+        heap, waiting = self.heaps[column], self.waiting[column]
+        released: list[Key] = []
+        while heap and heap[0] < mark:
+            released.extend(k for k in waiting.pop(heapq.heappop(heap)) if k in self.groups)
+        on_time = self.on_time
+        due: list[Key] = []
+        if estimate > mark:
+            closing = set(released)
+            due = [
+                key
+                for key in self.groups
+                if key not in on_time
+                and key not in closing
+                and self._key_values(key, column) < estimate
+            ]
+        out: list[Message] = []
+        if due:
+            out.append(self._rows(due, ON_TIME, last=False))
+            on_time.update(due)
+        if released:
+            out.append(self._emit(released))
+        previous = self.estimated.get(column)
+        if (previous is None and estimate > mark) or (previous is not None and estimate > previous):
+            self.estimated[column] = estimate  # kept only once it runs ahead of the value
+        return out + self.watermarks(self.derive(column, mark))
+
     def _updates(self, keys: list[Key]) -> Chunk:
-        """Step 1: each group's value so far, `"EARLY"`, not its last row."""
+        """Step 1: each group's value so far, not its last row: `"EARLY"`, or `"LATE"` once an
+        estimate passed the group (a group born after it is marked so here)."""
+        on_time = self.on_time
+        if self.estimated:
+            on_time.update(key for key in keys if self._passed_by_estimate(key))
+        timings = [LATE if key in on_time else EARLY for key in keys] if on_time else None
+        chunk = self._rows(keys, EARLY, last=False)
+        if timings is not None:
+            chunk.columns[PANE_TIMING] = timings
+        return chunk
+
+    def _rows(self, keys: list[Key], timing: str, last: bool) -> Chunk:
+        """Each group's value so far as one pane row of `timing` (the groups stay open)."""
         columns = self._key_columns(keys)
         slots = [self.groups[key] for key in keys]
         for name, table in zip(self.names, self.tables, strict=True):
@@ -234,28 +311,47 @@ class UpdateCombineOperator(CombineOperator):
         indexes = [panes[slot] for slot in slots]
         for slot in slots:
             panes[slot] += 1
-        columns[PANE_TIMING] = [EARLY] * len(keys)
+        columns[PANE_TIMING] = [timing] * len(keys)
         columns[PANE_INDEX] = indexes
-        columns[PANE_IS_LAST] = [False] * len(keys)
+        columns[PANE_IS_LAST] = [last] * len(keys)
         return Chunk(columns, len(keys))
 
     def _emit(self, keys: list[Key]) -> Chunk:
-        """A group's closing row: `"ON_TIME"`, its last (the group is dropped)."""
+        """A group's closing row, its last (the group is dropped): `"ON_TIME"`, or `"LATE"`
+        when its `"ON_TIME"` row came before (or it has none)."""
         indexes = [self.panes[self.groups[key]] for key in keys]
+        on_time = self.on_time
+        timings = [LATE if key in on_time else ON_TIME for key in keys]
+        on_time.difference_update(keys)
         chunk = super()._emit(keys)
-        chunk.columns[PANE_TIMING] = [ON_TIME] * len(keys)
+        chunk.columns[PANE_TIMING] = timings
         chunk.columns[PANE_INDEX] = indexes
         chunk.columns[PANE_IS_LAST] = [True] * len(keys)
         return chunk
 
+    def restore_estimates(
+        self, state: tuple[dict[str, Any], dict[tuple[int, str], Any]] | None
+    ) -> None:
+        """A checkpoint is taken with nothing held: the estimates received are those applied."""
+        super().restore_estimates(state)
+        self.estimated = {
+            column: estimate
+            for (_, column), estimate in self._estimates_in.items()
+            if column in self.heaps
+        }
+
     def snapshot(self) -> list[tuple[Key, list[Any]]]:
-        panes, groups = self.panes, self.groups
-        return [(key, [*saved, panes[groups[key]]]) for key, saved in super().snapshot()]
+        panes, groups, on_time = self.panes, self.groups, self.on_time
+        return [
+            (key, [*saved, panes[groups[key]], key in on_time]) for key, saved in super().snapshot()
+        ]
 
     def restore(self, state: list[tuple[Key, list[Any]]]) -> None:
-        super().restore([(key, saved[:-1]) for key, saved in state])
+        super().restore([(key, saved[:-2]) for key, saved in state])
         for key, saved in state:
-            self.panes[self.groups[key]] = saved[-1]
+            self.panes[self.groups[key]] = saved[-2]
+            if saved[-1]:
+                self.on_time.add(key)
 
 
 def combine_operator(node: Node, inputs: Sequence[EdgeInfo]) -> CombineOperator:

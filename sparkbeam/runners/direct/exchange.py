@@ -31,7 +31,7 @@ from __future__ import annotations
 import zlib
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sparkbeam.messages import Watermark
@@ -127,12 +127,14 @@ class Merger:
     watermark of this input port) and each producing unit's status.
     """
 
-    __slots__ = ("emitted", "idle", "inputs", "queues")
+    __slots__ = ("emitted", "estimates", "idle", "inputs", "queues")
 
     def __init__(self, inputs: int, emitted: dict[str, Any] | None = None) -> None:
         self.inputs = inputs
         self.queues: dict[str, list[deque[Any]]] = {}
         self.emitted: dict[str, Any] = dict(emitted or {})
+        self.estimates: dict[str, Any] = {}
+        """The estimate last emitted beside each column's value (`Watermark.estimate`)."""
         self.idle = [False] * inputs
 
     def on_status(self, source: int, status: Idleness) -> Idleness | None:
@@ -150,22 +152,32 @@ class Merger:
         queues = self.queues.get(column)
         if queues is None:
             queues = self.queues[column] = [deque() for _ in range(self.inputs)]
-        queues[source].append(watermark.value)
-        low = None
+        queues[source].append((watermark.value, watermark.estimate))
+        low = low_estimate = None
         while all(queues):
-            low = min(queue[0] for queue in queues)
+            low = min(queue[0][0] for queue in queues)
+            low_estimate = min(queue[0][1] for queue in queues)
             for queue in queues:
-                if queue[0] == low:
+                if queue[0][0] == low:
                     queue.popleft()
         last = self.emitted.get(column)
-        if low is None or (last is not None and low <= last):
+        last_estimate = self.estimates.get(column)
+        if low is None or (last is not None and low < last):
+            return None
+        estimate_rises = (
+            last_estimate is not None and low_estimate is not None and low_estimate > last_estimate
+        )
+        if last is not None and low == last and not estimate_rises:
             return None
         self.emitted[column] = low
-        return Watermark(column, low)
+        self.estimates[column] = low_estimate
+        return Watermark(column, low, low_estimate)
 
     def snapshot(self) -> MergerState:
         queues = {column: [tuple(queue) for queue in qs] for column, qs in self.queues.items()}
-        return MergerState(self.inputs, queues, dict(self.emitted), tuple(self.idle))
+        return MergerState(
+            self.inputs, queues, dict(self.emitted), tuple(self.idle), dict(self.estimates)
+        )
 
     def restore(self, state: MergerState) -> None:
         """Take back a saved state; from another number of inputs only the emitted values
@@ -174,6 +186,7 @@ class Merger:
         (The queues belonged to producing units that are gone after a rescale.)
         """
         self.emitted = dict(state.emitted)
+        self.estimates = dict(state.estimates)
         if state.inputs == self.inputs:
             self.queues = {c: [deque(queue) for queue in qs] for c, qs in state.queues.items()}
             self.idle = list(state.idle)
@@ -187,3 +200,4 @@ class MergerState:
     queues: dict[str, list[tuple[Any, ...]]]
     emitted: dict[str, Any]
     idle: tuple[bool, ...] = ()
+    estimates: dict[str, Any] = field(default_factory=dict)

@@ -213,7 +213,7 @@ class Executor:
                 record.watermarks.append(message)
                 record.watermark_epochs.append(self.epoch)
             for node_id, port in self.consumers[edge]:
-                for out in self.operators[node_id].on_watermark(port, message):
+                for out in self.operators[node_id].receive_watermark(port, message):
                     self.deliver(node_id, out)
         elif isinstance(message, SideRows):
             for node_id, kind in self.side_consumers[edge]:

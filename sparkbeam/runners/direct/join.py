@@ -213,6 +213,11 @@ class JoinOperator(Operator):
 
     # watermarks
 
+    holds_watermarks = True
+
+    def estimate_inputs(self) -> tuple[list[bool], bool]:
+        return self.merger.idle, self.merger.highest
+
     def on_watermark(self, port: int, watermark: Watermark) -> list[Message]:
         self.arrived.append((port, watermark))
         return []
@@ -220,6 +225,7 @@ class JoinOperator(Operator):
     def _apply(self, port: int, watermark: Watermark) -> list[Message]:
         out_rows: list[list[Any]] = []
         column, value = watermark.column, watermark.value
+        self.note_estimate(port, watermark)
         merged = self.merger.update(port, watermark)
         if merged is not None:
             for side in (0, 1):

@@ -26,7 +26,14 @@ one checkpoint can be restored more than once), and `rescale` (the states of
 a different number of units from the old ones: keyed state goes to the unit
 that now owns its key). The memory of the output watermarks already emitted
 is saved by the runner for every operator (`emitted_watermarks`), and so is
-its idleness (`idleness`).
+its idleness (`idleness`) and the estimates it received and emitted (`estimates`).
+
+Estimates (`Watermark.estimate`): the executors hand a watermark to an
+operator through `receive_watermark`, which keeps its estimate per input and
+column; whenever the operator emits a watermark value, the estimate beside it
+is the node's rule evaluated on those estimates and merged over the inputs as
+the value is (`estimate_of`), never below the value. So no operator computes
+an estimate itself except the one that makes it (`WithWatermark`).
 """
 
 from __future__ import annotations
@@ -122,12 +129,29 @@ class Operator:
         self.label = node.label
         self.inputs = inputs
         self._emitted: dict[str, Any] = {}
+        self._emitted_estimates: dict[str, Any] = {}
+        self._estimates_in: dict[tuple[int, str], Any] = {}
+        """The latest estimate received per (input port, column)."""
         self._idle_inputs = [False] * len(inputs)
         self.idle = False
         """Whether the output is idle (the last status emitted)."""
 
     def on_chunk(self, port: int, chunk: Chunk) -> list[Message]:
         return [chunk]
+
+    holds_watermarks = False
+    """Whether `on_watermark` only holds a watermark, applied at the barrier: such an
+    operator keeps the estimate itself when it applies it (`note_estimate`), so the
+    estimates it merges are those of the values it merges."""
+
+    def receive_watermark(self, port: int, watermark: Watermark) -> list[Message]:
+        """What the executors call: keep the watermark's estimate, then `on_watermark`."""
+        if not self.holds_watermarks:
+            self.note_estimate(port, watermark)
+        return self.on_watermark(port, watermark)
+
+    def note_estimate(self, port: int, watermark: Watermark) -> None:
+        self._estimates_in[(port, watermark.column)] = watermark.estimate
 
     def on_watermark(self, port: int, watermark: Watermark) -> list[Message]:
         return self.watermarks(self.derive(watermark.column, watermark.value))
@@ -207,14 +231,67 @@ class Operator:
     def restore_emitted_watermarks(self, emitted: dict[str, Any]) -> None:
         self._emitted = dict(emitted)
 
+    def estimates(self) -> tuple[dict[str, Any], dict[tuple[int, str], Any]]:
+        """The estimates emitted per column and received per (port, column) (for checkpoints)."""
+        return dict(self._emitted_estimates), dict(self._estimates_in)
+
+    def restore_estimates(
+        self, state: tuple[dict[str, Any], dict[tuple[int, str], Any]] | None
+    ) -> None:
+        if state is not None:
+            self._emitted_estimates, self._estimates_in = dict(state[0]), dict(state[1])
+
+    def estimate_inputs(self) -> tuple[Sequence[bool], bool]:
+        """Which inputs are left out of the estimate's merge (idle), and whether it takes the
+        maximum (`policy="max"`); `Union` and `Join` answer from their merger."""
+        return self._idle_inputs, False
+
+    def estimate_of(self, column: str, value: Any) -> Any:
+        """The estimate beside output watermark `value` on `column`: the rule on each input's
+        estimate, merged over the inputs that are not idle (the minimum, or the maximum), never
+        below `value`. `value` itself where an input has none, or the rule caps `column` by
+        rows held (`Derived.held`)."""
+        idle, highest = self.estimate_inputs()
+        ports = [port for port in range(len(self.inputs)) if not idle[port]]
+        rules = [d for d in self.node.rule.derived if d.column == column]
+        if not ports or not rules or any(d.held for d in rules):
+            return value
+        per_port = []
+        for port in ports:
+            found = [
+                d.apply(self._estimates_in[(port, d.source)])
+                for d in rules
+                if (port, d.source) in self._estimates_in
+            ]
+            if found:
+                per_port.append(max(found))
+            elif not highest:
+                return value
+        if not per_port:
+            return value
+        merged = max(per_port) if highest else min(per_port)
+        return merged if merged > value else value
+
     def watermarks(self, pairs: Iterable[tuple[str, Any]]) -> list[Message]:
-        """`Watermark` messages for `pairs`, skipping those that do not raise the column."""
+        """`Watermark` messages for `pairs` with their estimates (`estimate_of`), skipping
+        those that raise neither the column's value nor its estimate."""
         out: list[Message] = []
         for column, value in pairs:
+            estimate = self.estimate_of(column, value)
             last = self._emitted.get(column)
-            if last is None or value > last:
+            last_estimate = self._emitted_estimates.get(column)
+            if last is not None and value < last:
+                continue
+            if (
+                last is None
+                or value > last
+                or (last_estimate is not None and estimate > last_estimate)
+            ):
                 self._emitted[column] = value
-                out.append(Watermark(column, value))
+                if last_estimate is not None and estimate < last_estimate:
+                    estimate = last_estimate
+                self._emitted_estimates[column] = estimate
+                out.append(Watermark(column, value, estimate))
         return out
 
 

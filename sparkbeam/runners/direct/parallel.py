@@ -378,7 +378,7 @@ class ParallelExecutor:
             if unit.deferred is not None:
                 unit.deferred.append((port, signal))
                 return
-            out = unit.operator.on_watermark(port, signal)
+            out = unit.operator.receive_watermark(port, signal)
         elif isinstance(signal, Idleness):
             merger = unit.mergers[port]
             if merger is not None:
@@ -470,7 +470,7 @@ class ParallelExecutor:
         operator = unit.operator
         for port, message in active + rest:
             if isinstance(message, Watermark):
-                self._emit(unit, operator.on_watermark(port, message))
+                self._emit(unit, operator.receive_watermark(port, message))
             else:
                 self._emit(unit, operator.on_status(port, message))
         self._track_state(unit)

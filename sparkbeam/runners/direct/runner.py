@@ -314,7 +314,10 @@ class DirectResult(ResultViews):
         out = []
         for mark in self._record(pcoll).watermarks:
             convert = to_external(schema.type_of(mark.column))
-            out.append(Watermark(mark.column, convert([mark.value])[0] if convert else mark.value))
+            value, estimate = mark.value, mark.estimate
+            if convert:
+                value, estimate = convert([value, estimate])
+            out.append(Watermark(mark.column, value, estimate))
         return out
 
     def _filters(self, pcoll: PCollection) -> list[WatermarkFilter]:
@@ -356,12 +359,17 @@ class DirectResult(ResultViews):
             marks: dict[str, Any] = {}
             lags: dict[str, Any] = {}
             emitted = [op.emitted_watermarks() for op in operators]
+            estimated = [op.estimates()[0] for op in operators]
+            estimates: dict[str, Any] = {}
             for column in sorted(set().union(*emitted)):
                 mark = lowest_of(e.get(column) for e in emitted)
                 if mark is None:
                     continue
                 convert = to_external(schema.type_of(column))
                 marks[column] = convert([mark])[0] if convert else mark
+                estimate = lowest_of(e.get(column) for e in estimated)
+                if estimate is not None and estimate != mark:
+                    estimates[column] = convert([estimate])[0] if convert else estimate
                 top = counters[node.id].maxima.get(column)
                 if top is not None:
                     lag = top - mark
@@ -377,6 +385,7 @@ class DirectResult(ResultViews):
                 watermark_lag=lags,
                 state_size=sum(op.state_size() for op in operators),
                 peak_state_size=self.peaks[node.id],
+                watermark_estimates=estimates,
             )
         return out
 

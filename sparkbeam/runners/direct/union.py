@@ -175,6 +175,11 @@ class UnionOperator(Operator):
             out.append(chunk.compress(keep, kept))
         return out
 
+    holds_watermarks = True
+
+    def estimate_inputs(self) -> tuple[list[bool], bool]:
+        return self.merger.idle, self.merger.highest
+
     def on_watermark(self, port: int, watermark: Watermark) -> list[Message]:
         self.arrived.append((port, watermark))
         return []
@@ -187,6 +192,7 @@ class UnionOperator(Operator):
         out: list[Message] = []
         arrived, self.arrived = self.arrived, []
         for port, watermark in arrived:
+            self.note_estimate(port, watermark)
             merged = self.merger.update(port, watermark)
             if merged is not None:
                 out += self.watermarks([(watermark.column, merged)])

@@ -42,6 +42,9 @@ class WatermarkFilter(Operator):
       units go idle together; a unit that saw none in an epoch some other
       unit saw rows in becomes active at the barrier.
 
+    With `allowed_lateness`, `wm` is the watermark `W`; the estimate beside it
+    on `column` is `W + allowed_lateness` (`estimate_of`).
+
     A checkpoint keeps each unit's `wm`, largest time, idleness and counters;
     fail-over gives every unit its own back (periodic: the global values); a
     rescale starts every new unit from the largest saved `wm` and largest
@@ -68,6 +71,7 @@ class WatermarkFilter(Operator):
         assert isinstance(transform, WithWatermark)
         self.column = transform.column
         self.function = transform.watermark_function(inputs[0].schema)
+        self.lateness = transform.lateness_units(inputs[0].schema, node.label)
         self.per_event = transform.emit == "event"
         self.wm: int | None = None
         self.upstream: Any = None
@@ -202,6 +206,16 @@ class WatermarkFilter(Operator):
 
     def on_status(self, port: int, status: Idleness) -> list[Message]:
         return [] if self.idle_after is not None else super().on_status(port, status)
+
+    def estimate_of(self, column: str, value: Any) -> Any:
+        """On `column`: the filter's estimate `wm + allowed_lateness` (`E = floor_to_ms(max) -
+        delay`), or the upstream one where larger; other columns pass theirs through."""
+        if column != self.column:
+            return super().estimate_of(column, value)
+        own = None if self.wm is None else self.wm + self.lateness
+        upstream = self._estimates_in.get((0, column))
+        present = [mark for mark in (own, upstream, value) if mark is not None]
+        return max(present)
 
     def on_watermark(self, port: int, watermark: Watermark) -> list[Message]:
         if watermark.column != self.column:

@@ -670,7 +670,7 @@ class IdleInputs:
             return
         lowest = min(mark for mark in active if mark is not None)
         for stage, transform, schema in idle:
-            delay = transform.delay_units(schema, stage.target.label)
+            delay = transform.watermark_delay_units(schema, stage.target.label)
             kind = schema.type_of(transform.column)
             channel = self.final.sentinels[stage.target.id]
             put_sentinel(channel, transform.column, kind, lowest + delay)

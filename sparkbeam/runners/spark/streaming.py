@@ -407,7 +407,7 @@ def with_watermark(translation: Translation, node: Node, inputs: Sequence[DataFr
         raise limits.CHAINED_WATERMARKS.error(node.label)
     schema = node.info.schema
     column, kind = transform.column, schema.type_of(transform.column)
-    delay = transform.delay_units(schema, node.label)
+    delay = transform.watermark_delay_units(schema, node.label)
     delay_ms = delay // 1000 if kind is _dt.datetime else delay
 
     time = F.col(column)
@@ -467,7 +467,7 @@ def _declare_watermark(
     refusal = long_delay(node)  # the plan's (`plan.delays`)
     if refusal is not None:
         raise refusal
-    delay = transform.delay_units(schema, node.label)
+    delay = transform.watermark_delay_units(schema, node.label)
     delay_ms = delay // 1000 if kind is _dt.datetime else delay
     sentinel = run.frame(f"sentinel-{node.id}")
     events = frame.withColumn(SENTINEL, F.lit(False))

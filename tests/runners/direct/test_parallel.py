@@ -68,9 +68,9 @@ def test_merger_waits_for_every_input_then_emits_the_minimum() -> None:
     # 5 is taken off input 0, then 7 (the minimum of 9 and 7) off input 1,
     # whose queue is then empty: 7 is emitted, 9 waits.
     assert merger.on_watermark(1, Watermark("t", 7)) == Watermark("t", 7)
-    assert [list(q) for q in merger.queues["t"]] == [[9], []]
+    assert [[value for value, _ in q] for q in merger.queues["t"]] == [[9], []]
     assert merger.on_watermark(1, Watermark("t", 8)) == Watermark("t", 8)
-    assert [list(q) for q in merger.queues["t"]] == [[9], []]
+    assert [[value for value, _ in q] for q in merger.queues["t"]] == [[9], []]
 
 
 def test_merger_takes_the_minimum_off_every_queue_that_holds_it() -> None:
@@ -78,10 +78,10 @@ def test_merger_takes_the_minimum_off_every_queue_that_holds_it() -> None:
     merger.on_watermark(0, Watermark("t", 4))
     merger.on_watermark(1, Watermark("t", 4))
     assert merger.on_watermark(2, Watermark("t", 6)) == Watermark("t", 4)
-    assert [list(q) for q in merger.queues["t"]] == [[], [], [6]]
+    assert [[value for value, _ in q] for q in merger.queues["t"]] == [[], [], [6]]
     merger.on_watermark(0, Watermark("t", 8))
     assert merger.on_watermark(1, Watermark("t", 6)) == Watermark("t", 6)
-    assert [list(q) for q in merger.queues["t"]] == [[8], [], []]
+    assert [[value for value, _ in q] for q in merger.queues["t"]] == [[8], [], []]
 
 
 def test_merger_keeps_columns_apart_and_never_goes_back() -> None:
@@ -99,7 +99,7 @@ def test_merger_emits_only_the_last_minimum_of_a_cascade() -> None:
     for value in (1, 2, 3):
         merger.on_watermark(0, Watermark("t", value))
     assert merger.on_watermark(1, Watermark("t", 3)) == Watermark("t", 3)
-    assert [list(q) for q in merger.queues["t"]] == [[], []]
+    assert [[value for value, _ in q] for q in merger.queues["t"]] == [[], []]
 
 
 # The dispatcher

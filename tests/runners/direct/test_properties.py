@@ -105,17 +105,26 @@ class MangleWatermarks(PrimitiveTransform):
 
 
 class MangleOperator(Operator):
-    """Held watermarks (the latest per column) are released later, never going back."""
+    """Held watermarks (the latest per column) are released later, never going back.
+
+    It holds watermarks, so it keeps their estimates when it lets them out.
+    """
+
+    holds_watermarks = True
 
     def __init__(self, node: Any, inputs: Sequence[EdgeInfo]) -> None:
         super().__init__(node, inputs)
         self.spec = node.transform
         self.rng = random.Random(self.spec.seed)
         self.held: dict[str, Any] = {}
+        self.held_marks: dict[str, sb.Watermark] = {}
 
     def _release(self) -> list[Message]:
+        for mark in self.held_marks.values():
+            self.note_estimate(0, mark)
         out = self.watermarks(sorted(self.held.items()))
         self.held.clear()
+        self.held_marks.clear()
         return out
 
     def _maybe_release(self) -> list[Message]:
@@ -134,7 +143,9 @@ class MangleOperator(Operator):
             column = watermark.column
             last = self.held.get(column)
             self.held[column] = watermark.value if last is None else max(last, watermark.value)
+            self.held_marks[column] = watermark
             return self._maybe_release()
+        self.note_estimate(port, watermark)
         return self.watermarks([(watermark.column, watermark.value)])
 
     def on_barrier(self, epoch: int) -> list[Message]:

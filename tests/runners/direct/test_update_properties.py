@@ -10,7 +10,8 @@ one unit and on parallel units:
   aggregate over them gives;
 - the pane rules: per group, indexes 0, 1, 2, ... in emission order, one
   last row, `"ON_TIME"`, and nothing after it; every other row `"EARLY"`
-  (no allowed lateness: no `"LATE"`); per epoch, the step-1 rows (one for
+  (no allowed lateness: no `"LATE"`; with it, `"EARLY"` rows, at most one
+  `"ON_TIME"`, then `"LATE"` rows, the last row either); per epoch, the step-1 rows (one for
   each group the epoch touched, and only those) before the step-2 rows; the
   end of input only closes groups;
 - parallel units give parallelism 1's rows, epoch by epoch.
@@ -59,13 +60,13 @@ def grouped(rows: sb.PCollection, shape: str) -> tuple[sb.PCollection, tuple[str
 
 
 def build(
-    p: sb.Pipeline, epochs: list[list[Row]], shape: str, delay: int
+    p: sb.Pipeline, epochs: list[list[Row]], shape: str, delay: int, lateness: int = 0
 ) -> tuple[sb.PCollection, sb.PCollection, sb.PCollection, sb.PCollection, tuple[str, ...]]:
     """The grouped rows, the update stream, its finals and the `emit="close"` twin."""
     stream = sb.TestStream(SCHEMA)
     for epoch in epochs:
         stream.add_epoch(epoch)
-    watermarked = (p | stream).with_watermark("t", delay)
+    watermarked = (p | stream).with_watermark("t", delay, allowed_lateness=lateness)
     members, keys = grouped(watermarked, shape)
     updates = members.combine_per_key(list(keys), emit="update", **AGGREGATES)
     closed = (
@@ -101,12 +102,17 @@ def is_closing(row: Row) -> bool:
     epochs=epochs_of_rows,
     shape=st.sampled_from(SHAPES),
     delay=st.integers(0, 6),
+    lateness=st.sampled_from([0, 0, 3, 8]),
 )
 def test_update_stream_rules(
-    make_runner: Callable[[], sb.DirectRunner], epochs: list[list[Row]], shape: str, delay: int
+    make_runner: Callable[[], sb.DirectRunner],
+    epochs: list[list[Row]],
+    shape: str,
+    delay: int,
+    lateness: int,
 ) -> None:
     p = sb.Pipeline(runner=make_runner())
-    members, updates, finals, closed, keys = build(p, epochs, shape, delay)
+    members, updates, finals, closed, keys = build(p, epochs, shape, delay, lateness)
     result = p.run()
     by_epoch = result.collect_by_epoch(updates)
     kept = result.collect_by_epoch(members)
@@ -119,6 +125,8 @@ def test_update_stream_rules(
     latest: dict[tuple[Any, ...], Row] = {}
     next_index: dict[tuple[Any, ...], int] = {}
     ended: set[tuple[Any, ...]] = set()
+    passed: set[tuple[Any, ...]] = set()
+    """Groups whose `"ON_TIME"` row came (or that were born late): only `"LATE"` follows."""
     so_far: list[Row] = []
     for number, (rows, added) in enumerate(zip(by_epoch, kept, strict=True)):
         closing = [is_closing(row) for row in rows]
@@ -134,7 +142,17 @@ def test_update_stream_rules(
             assert key not in ended, f"a row after the last of {key}: {row}"
             assert row["pane_index"] == next_index.get(key, 0)
             next_index[key] = row["pane_index"] + 1
-            assert row["pane_timing"] == ("ON_TIME" if row["pane_is_last"] else "EARLY")
+            timing = row["pane_timing"]
+            if not lateness:
+                assert timing == ("ON_TIME" if row["pane_is_last"] else "EARLY")
+            elif timing == "EARLY":
+                assert key not in passed and not row["pane_is_last"], row
+            elif timing == "ON_TIME":
+                assert key not in passed, f"a second on-time row: {row}"
+                passed.add(key)
+            else:
+                assert timing == "LATE", row
+                passed.add(key)
             if row["pane_is_last"]:
                 ended.add(key)
             latest[key] = {name: row[name] for name in AGGREGATES}
@@ -144,6 +162,6 @@ def test_update_stream_rules(
 
     if make_runner is not RUNNERS[0].values[0]:
         one = sb.Pipeline()
-        _, reference, _, _, _ = build(one, epochs, shape, delay)
+        _, reference, _, _, _ = build(one, epochs, shape, delay, lateness)
         expected = one.run().collect_by_epoch(reference)
         assert [shown(e) for e in by_epoch] == [shown(e) for e in expected]

@@ -64,7 +64,7 @@ class FedWatermark:
         self.node = node
         self.column = transform.column
         self.kind = node.info.schema.type_of(self.column)
-        delay = transform.delay_units(node.info.schema, node.label)
+        delay = transform.watermark_delay_units(node.info.schema, node.label)
         self.delay_ms = delay // 1000 if self.kind is _dt.datetime else delay
         self.emitted_latest: int | None = None
         """The largest event time among the rows passed so far (in the column's units)."""

@@ -52,7 +52,7 @@ def long_delay(node: Node) -> PipelineError | None:
     assert isinstance(transform, WithWatermark)
     schema = node.info.schema
     kind = schema.type_of(transform.column)
-    delay = transform.delay_units(schema, node.label)
+    delay = transform.watermark_delay_units(schema, node.label)
     delay_ms = delay // 1000 if kind is _dt.datetime else delay
     limit = MAX_DELAY_MS if kind is _dt.datetime else SPARK_MAX_DELAY_MS
     if delay_ms <= limit:
@@ -64,8 +64,11 @@ def long_delay(node: Node) -> PipelineError | None:
         if kind is _dt.datetime
         else "about 292,000 years: its interval in microseconds is a 64-bit integer"
     )
+    given = shown_value(transform.delay)
+    if transform.allowed_lateness != 0:
+        given += f" plus allowed_lateness {shown_value(transform.allowed_lateness)}"
     return PipelineError(
-        f"{node.label}: delay {shown_value(transform.delay)} is {delay_ms} {unit}; Spark's "
+        f"{node.label}: delay {given} is {delay_ms} {unit}; Spark's "
         f"watermark delay is at most {limit} milliseconds on the Spark runner ({why}), so "
         "it cannot run it; use a delay within that range"
     )
