@@ -5,9 +5,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 
 from sparkbeam.arrow import from_arrow
 from sparkbeam.graph import Node
@@ -26,23 +26,20 @@ from sparkbeam.schema import Schema, columns_to_rows
 from sparkbeam.transforms.connectors import ForEachBatch, call_batch
 from sparkbeam.transforms.files import ReadFiles, WriteFiles, data_files
 
-if TYPE_CHECKING:
-    from sparkbeam.runners.spark.streaming import StreamingTranslation
 
-
-def live_files(run: StreamingTranslation, node: Node) -> DataFrame:
+def live_files(spark: SparkSession, node: Node) -> DataFrame:
     """`ReadFiles(streaming=True)` in a production run: Spark's file source on the directory,
     one new file per micro-batch (an epoch, as on the direct runner). Spark takes new
     files in the order of their modification times; the direct runner in name order.
     CSV columns are read in the header order of the first file there at the start."""
     transform = node.transform
     assert isinstance(transform, ReadFiles)
-    paths = paths_of(run.spark)
+    paths = paths_of(spark)
     files = data_files(transform.path, node.label, paths)
     if transform.format == "parquet":
         refuse_live_nanoseconds(files, node.info.schema, node.label, paths, transform.schema_origin)
     schema = files_schema(transform.format, files, node.info.schema, node.label, paths)
-    reader = run.spark.readStream.format(transform.format)
+    reader = spark.readStream.format(transform.format)
     reader = reader.schema(spark_schema(schema, node.label))
     options = {**file_options(transform.format, write=False), "maxFilesPerTrigger": "1"}
     return connector_frame(reader.options(**options).load(transform.path), node)

@@ -4,8 +4,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -17,6 +17,7 @@ from sparkbeam.runners.spark.exact.judges import Judge
 from sparkbeam.runners.spark.exact.late_filter import late_against_current_watermark
 from sparkbeam.runners.spark.exact.late_rows import not_late_at_merge
 from sparkbeam.runners.spark.plan import merges as plan_merges
+from sparkbeam.runners.spark.plan.late_filters import LateFilters
 from sparkbeam.runners.spark.plan.origins import merges_chained_origins
 from sparkbeam.runners.spark.translate import (
     join_output,
@@ -25,16 +26,32 @@ from sparkbeam.schema import Schema
 from sparkbeam.transforms.join import Join
 from sparkbeam.transforms.late import LATE_WATERMARK
 
-if TYPE_CHECKING:
-    from sparkbeam.runners.spark.streaming import StreamingTranslation
+
+class MergeContext(Protocol):
+    """What the merges read of the query being translated (its translation, read only)."""
+
+    @property
+    def nodes(self) -> Sequence[Node]: ...
+
+    @property
+    def origins(self) -> Mapping[int, frozenset[int]]:
+        """The `WithWatermark`s each node's watermarks come from."""
+
+    @property
+    def judges(self) -> Mapping[int, Mapping[str, Judge]]:
+        """Each translated node's judge per watermarked column."""
+
+    @property
+    def late_filters(self) -> LateFilters:
+        """The plan's late-row filters of the query."""
 
 
-def may_idle(run: StreamingTranslation, node: Node) -> bool:
+def may_idle(run: MergeContext, node: Node) -> bool:
     """Whether an input of `node` comes from a `WithWatermark` with `idle_after` (epochs)."""
     return plan_merges.may_idle(run.nodes, run.origins, node)
 
 
-def require_separable_origins(run: StreamingTranslation, node: Node) -> None:
+def require_separable_origins(run: MergeContext, node: Node) -> None:
     """Refuse a merge of watermarks from `WithWatermark`s chained one after the other.
 
     Merges of independent `WithWatermark`s run as one stage query per origin
@@ -46,7 +63,7 @@ def require_separable_origins(run: StreamingTranslation, node: Node) -> None:
 
 
 def not_late(
-    run: StreamingTranslation,
+    run: MergeContext,
     frame: DataFrame,
     schema: Schema,
     judges: Sequence[Column],
@@ -58,7 +75,7 @@ def not_late(
 
 
 def judged_sides(
-    run: StreamingTranslation,
+    run: MergeContext,
     node: Node,
     left: DataFrame,
     right: DataFrame,

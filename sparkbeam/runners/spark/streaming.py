@@ -383,7 +383,7 @@ def epoch_source(translation: Translation, node: Node, inputs: Sequence[DataFram
     """A source's channel; its rows are read only when the query runs (`source_epochs`)."""
     run = _streaming(translation)
     if not is_replayed(node, run.live):
-        return live_files(run, node)
+        return live_files(run.spark, node)
     return run.frame(f"source-{node.id}")
 
 
