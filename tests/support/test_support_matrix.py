@@ -9,10 +9,10 @@
 - `Refused`: a `PipelineError` whose message is the catalogue entry's
   (`sparkbeam/runners/*/limits.py`), naming a node, raised before any query,
   Spark job or direct run starts; those the Spark runner decides from the graph alone
-  (its plan's phases, and Spark's column types) at `p.run()` come before any session
-  exists, checked on a runner that fails if it asks for one (`sessionless`): these cells
-  are not Spark-marked. A refusal of a collected PCollection comes after `p.run()` got the
-  result's session, so its cells (`at="collect"`) still start Spark.
+  (its plan's phases, and Spark's column types) come before any session exists, at
+  `p.run()` or, for a collected PCollection of a run with no sink, when it is collected
+  (`at="collect"`), checked on a runner that fails if it asks for one (`sessionless`):
+  these cells are not Spark-marked.
 
 The Spark streaming cases that run are collected side by side, three
 queries at a time, once for the module (`streaming_rows`).
@@ -43,16 +43,16 @@ from tests.support.matrix import FEATURES, Feature, Mode, Refused, Runs
 
 SPARK_MODES = (BATCH, STREAMING, LIVE)
 BEFORE_SESSION = frozenset(plan.DECIDED) | {spark_limits.OBJECT_COLUMN}
-"""The Spark runner's refusals decided before it gets or starts a session (or, for a
-collected PCollection, before its queries are planned)."""
+"""The Spark runner's refusals decided before it gets or starts a session: at `p.run()`, or,
+for a collected PCollection of a run with no sink (which starts no session), when it is
+collected."""
 
 
 def needs_spark(feature: Feature, mode: str) -> bool:
-    """Whether the cell needs a Spark session: a Spark mode, but for a refusal `p.run()`
-    raises before any session exists (one raised when a PCollection is collected comes after
-    `p.run()` got the result's session)."""
+    """Whether the cell needs a Spark session: a Spark mode, but for a refusal raised before
+    any session exists."""
     outcome = feature.outcomes[mode]
-    if isinstance(outcome, Refused) and outcome.refusal in BEFORE_SESSION and outcome.at == "run":
+    if isinstance(outcome, Refused) and outcome.refusal in BEFORE_SESSION:
         return False
     return mode in SPARK_MODES
 
@@ -199,6 +199,7 @@ def streaming_rows(spark_runner: Any, tmp_path_factory: pytest.TempPathFactory) 
             built[feature.name] = (p.run(), outputs)
         except Exception as exc:  # reported by the feature's own test
             observed[feature.name] = exc
+
     def settle(result: Any, outputs: list[sb.PCollection], metrics: bool) -> None:
         """Run every query the observation reads, its outputs' together (`prepare`)."""
         result.prepare(*outputs)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Mapping
@@ -148,6 +149,19 @@ class SparkRunner:
             self.started_session = True
         return self._spark
 
+    def _streaming_session(self, pipeline: Pipeline) -> SparkSession:
+        """The session of `pipeline`'s streaming run, sparkbeam shipped to it, crowded
+        partitions warned of: got at `p.run()` where the run has sinks or the runner has its
+        session already, else when a collected PCollection's first query is planned (a run
+        refused then starts no Spark)."""
+        spark = self.spark
+        if self.ship_package:
+            ship_package(spark)
+        if not self.started_session:
+            warn_crowded_partitions(spark)
+        say("translating %d transforms into Structured Streaming queries", len(pipeline.nodes))
+        return spark
+
     def run(self, pipeline: Pipeline) -> SparkResult | SparkStreamingResult:
         """Run `pipeline`; every exception is sparkbeam's: Spark's and any
         other become `DataError`s or `PipelineError`s naming a transform
@@ -163,16 +177,17 @@ class SparkRunner:
         for node in pipeline.nodes:
             require_spark_types(node.info.schema, node.label, node.transform)
         plan.refuse_translation(pipeline.nodes)
+        if any(not node.info.bounded for node in pipeline.nodes):
+            session = functools.partial(self._streaming_session, pipeline)
+            result = SparkStreamingResult(pipeline, session, self.staging_location)
+            sinks = any(isinstance(n.transform, (WriteFiles, ForEachBatch)) for n in pipeline.nodes)
+            if sinks or self._spark is not None:
+                result.open_session()
+            if sinks:
+                result.start_sinks(self.checkpoint_location, self.trigger)
+            return result
         if self.ship_package:
             ship_package(self.spark)
-        if any(not node.info.bounded for node in pipeline.nodes):
-            spark = self.spark
-            if not self.started_session:
-                warn_crowded_partitions(spark)
-            say("translating %d transforms into Structured Streaming queries", len(pipeline.nodes))
-            result = SparkStreamingResult(pipeline, spark, self.staging_location)
-            result.start_sinks(self.checkpoint_location, self.trigger)
-            return result
         refuse_existing_outputs(pipeline.nodes, self.paths)
         translation = Translation(self.spark, pipeline.nodes)
         say("translating %d transforms into a Spark batch job", len(pipeline.nodes))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
@@ -23,6 +23,7 @@ from sparkbeam.runners.spark.exact.judges import Judge
 from sparkbeam.runners.spark.live import sink_of
 from sparkbeam.runners.spark.live_merges import slug
 from sparkbeam.runners.spark.observed import derived_watermarks, streaming_watermarks
+from sparkbeam.runners.spark.plan.queries import refuse_query
 from sparkbeam.runners.spark.planning import ancestors
 from sparkbeam.runners.spark.progress import counted, say
 from sparkbeam.runners.spark.queries import (
@@ -70,10 +71,16 @@ class SparkStreamingResult(ResultViews):
     (its data batch and no-data batch) emitted, then those of the flush.
     """
 
-    def __init__(self, pipeline: Pipeline, spark: SparkSession, staging: str | None = None) -> None:
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        session: Callable[[], SparkSession],
+        staging: str | None = None,
+    ) -> None:
         self.pipeline = pipeline
         self.node_count = len(pipeline.nodes)
-        self.spark = spark
+        self._session = session
+        self._spark: SparkSession | None = None
         self.staging = staging
         """Where runs over replayed sources keep their epoch files (`SparkRunner`)."""
         self.runs: dict[int, StreamingRun] = {}
@@ -81,6 +88,19 @@ class SparkStreamingResult(ResultViews):
         """The production queries, one per sink (`WriteFiles`, `ForEachBatch`)."""
         self.live_stages: LiveStages | None = None
         """The stage queries of live merges, shared by the sinks (`live_merges`)."""
+
+    @property
+    def spark(self) -> SparkSession:
+        """The session the queries run on (`open_session`)."""
+        return self.open_session()
+
+    def open_session(self) -> SparkSession:
+        """Get (or start) the session, once: `p.run()` does where the run has sinks or the
+        runner has its session already; else the first collected PCollection's queries do,
+        once the plan has not refused them (no Spark starts for a refused one)."""
+        if self._spark is None:
+            self._spark = self._session()
+        return self._spark
 
     def start_sinks(self, checkpoint_location: str | None, trigger: str | None) -> None:
         """One query per sink. Over replayed sources (`TestStream`, `Create`) it runs every
@@ -176,6 +196,8 @@ class SparkStreamingResult(ResultViews):
         stage queries shared), once; and once more from the start when Spark's Python
         worker did not start in time (`WORKER_NOT_BACK`)."""
         nodes = self.pipeline.nodes
+        for node in targets:
+            refuse_query(nodes, node, sink=False, live=False)
         for attempt in range(2):
             together = ReplayedStages(self.spark, self.staging) if len(targets) > 1 else None
             runs: list[StreamingRun] = []

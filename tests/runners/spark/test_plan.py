@@ -1,8 +1,8 @@
 """The Spark runner's plan phases, without Spark: a pipeline's nodes in, a refusal out.
 
-Every refusal the phases decide (`plan.DECIDED`) is raised here from the nodes alone, and,
-but for one raised only when a PCollection is collected (`COLLECTED`), by `SparkRunner.run`
-on a machine with no Java (a subprocess whose `JAVA_HOME` points nowhere).
+Every refusal the phases decide (`plan.DECIDED`) is raised here from the nodes alone, and on
+a machine with no Java (a subprocess whose `JAVA_HOME` points nowhere) by `SparkRunner.run`,
+or, for one raised when a PCollection is collected (`COLLECTED`), by `collect`.
 """
 
 from __future__ import annotations
@@ -204,8 +204,8 @@ COLLECTED: dict[str, tuple[Callable[[sb.Pipeline], sb.PCollection], Refusal]] = 
     "max-drift-with-idle": (max_drift_with_idle, limits.MAX_DRIFT_WITH_IDLE),
 }
 """Pipelines that run, whose PCollection returned is refused when collected:
-`plan.refuse_query` raises its refusal (a collected PCollection's queries are planned when it
-is first asked for, after `p.run()` started Spark for the result)."""
+`plan.refuse_query` raises its refusal when it is first asked for, before Spark starts (a
+streaming run with no sink gets its session for its first query)."""
 
 
 def independent_union(p: sb.Pipeline) -> None:
@@ -387,6 +387,15 @@ for name, (build, refusal) in test_plan.WITHOUT_JAVA.items():
         outcome[name] = "ran"
     except sb.PipelineError as exc:
         outcome[name] = refusal.name if refusal.matches(str(exc)) else str(exc)
+for name, (build, refusal) in test_plan.COLLECTED.items():
+    p = sb.Pipeline(runner=sb.SparkRunner())
+    collected = build(p)
+    result = p.run()
+    try:
+        result.collect(collected)
+        outcome[name] = "collected"
+    except sb.PipelineError as exc:
+        outcome[name] = refusal.name if refusal.matches(str(exc)) else str(exc)
 print(json.dumps(outcome))
 """
 
@@ -396,12 +405,11 @@ def object_column(p: sb.Pipeline) -> None:
 
 
 WITHOUT_JAVA = {**REFUSED, "object-column": (object_column, limits.OBJECT_COLUMN)}
-"""Every refusal of the catalogue that `p.run()` raises for its pipeline from the graph alone.
-Not here: `PARQUET_UINT64` and `PARQUET_LIVE_NANOSECONDS`, which the files' contents decide
-(read when the query is translated, through Spark's file systems), and `COLLECT_LIVE`,
-raised when a PCollection is collected from the result `p.run()` made with a session
-(`COLLECTED`; so are `DROPPED_ROWS_MEET` and `MAX_DRIFT_WITH_IDLE` when collected, here
-written by a sink instead)."""
+"""Every refusal of the catalogue that `p.run()` raises for its pipeline from the graph alone;
+the subprocess also collects each of `COLLECTED` (a streaming run with no sink starts no
+session: the collected PCollection's queries are refused before Spark starts). Not here:
+`PARQUET_UINT64` and `PARQUET_LIVE_NANOSECONDS`, which the files' contents decide (read when
+the query is translated, through Spark's file systems)."""
 
 
 def test_refusals_without_java(tmp_path: object) -> None:
@@ -412,4 +420,5 @@ def test_refusals_without_java(tmp_path: object) -> None:
         [sys.executable, "-c", NO_JAVA], env=env, capture_output=True, text=True, check=True
     )
     outcome = json.loads(done.stdout.strip().splitlines()[-1])
-    assert outcome == {name: refusal.name for name, (_, refusal) in WITHOUT_JAVA.items()}
+    everything = {**WITHOUT_JAVA, **COLLECTED}
+    assert outcome == {name: refusal.name for name, (_, refusal) in everything.items()}
