@@ -380,6 +380,7 @@ def needs_state_store(run: StreamingTranslation, node: Node) -> bool:
 
 
 def always(run: StreamingTranslation, node: Node) -> bool:
+    """The need of a kind whose translator keys its state in a `transformWithState`."""
     return True
 
 
