@@ -147,6 +147,16 @@ class PrimitiveTransform(PTransform):
         """`(column, keys)` when the output is promised in `column` order within `keys`."""
         return None
 
+    def holds_state(self) -> bool:
+        """Whether the transform holds rows or groups from one epoch to the next (keyed state,
+        or a `WithWatermark`'s late-row filter): a stateful operator on unbounded input."""
+        return False
+
+    def partition_keys(self) -> tuple[str, ...] | None:
+        """The columns its input is partitioned by before it runs in parallel: () gathers all
+        rows in one place, None needs no repartitioning (it runs where its input runs)."""
+        return None
+
     def infer(self, inputs: Sequence[EdgeInfo], label: str) -> EdgeInfo:
         """Validate the inputs and describe the output; raise `PipelineError` naming `label`.
 

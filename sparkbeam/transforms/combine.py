@@ -340,6 +340,12 @@ class CombinePerKey(PrimitiveTransform):
     aggregates: tuple[tuple[str, typing.Any], ...]
     emit: str = EMIT_CLOSE
 
+    def holds_state(self) -> bool:
+        return True
+
+    def partition_keys(self) -> tuple[str, ...] | None:
+        return self.keys
+
     def __init__(
         self, keys: str | Sequence[str], /, emit: str = EMIT_CLOSE, **aggregates: Aggregate
     ) -> None:

@@ -107,6 +107,9 @@ class ForEachBatch(PrimitiveTransform):
 
     fn: Callable[[list[Row], int], Any]
 
+    def partition_keys(self) -> tuple[str, ...] | None:
+        return ()
+
     def __init__(self, fn: Callable[[list[Row], int], Any]) -> None:
         if not callable(fn):
             raise PipelineError(

@@ -321,6 +321,9 @@ class WriteFiles(PrimitiveTransform):
     format: str
     mode: str
 
+    def partition_keys(self) -> tuple[str, ...] | None:
+        return ()
+
     def __init__(
         self, path: str | os.PathLike[str], format: str = "parquet", mode: str = "overwrite"
     ) -> None:

@@ -89,6 +89,12 @@ class Join(PrimitiveTransform):
     suffix: str
     policy: str
 
+    def holds_state(self) -> bool:
+        return True
+
+    def partition_keys(self) -> tuple[str, ...] | None:
+        return self.on
+
     def __init__(
         self,
         other: PCollection,

@@ -31,6 +31,12 @@ class Sort(PrimitiveTransform):
     column: str
     keys: tuple[str, ...]
 
+    def holds_state(self) -> bool:
+        return True
+
+    def partition_keys(self) -> tuple[str, ...] | None:
+        return self.keys
+
     def __init__(self, column: str, keys: str | Sequence[str] = ()) -> None:
         init_fields(self, column, column_names(keys, "keys", "Sort"))
 

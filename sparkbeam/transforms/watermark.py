@@ -92,6 +92,9 @@ class WithWatermark(PrimitiveTransform):
     max_drift: Duration | None = field(default=None, kw_only=True)
     allowed_lateness: Duration = field(default=0, kw_only=True)
 
+    def holds_state(self) -> bool:
+        return True
+
     def default_label(self) -> str:
         return f"WithWatermark({self.column})"
 

@@ -205,6 +205,12 @@ class Session(PrimitiveTransform):
     gap: Duration
     keys: tuple[str, ...]
 
+    def holds_state(self) -> bool:
+        return True
+
+    def partition_keys(self) -> tuple[str, ...] | None:
+        return self.keys
+
     def __init__(self, column: str, gap: Duration, keys: str | Sequence[str] = ()) -> None:
         init_fields(self, column, gap, column_names(keys, "keys", "Session"))
 

@@ -24,12 +24,6 @@ from sparkbeam.runners.direct.exchange import Merger, Route
 from sparkbeam.runners.direct.executor import EdgeRecord
 from sparkbeam.runners.direct.operator import Chunk, Idleness, Operator, SourceOperator
 from sparkbeam.runners.direct.reading import Reading
-from sparkbeam.transforms.combine import CombinePerKey
-from sparkbeam.transforms.connectors import ForEachBatch
-from sparkbeam.transforms.files import WriteFiles
-from sparkbeam.transforms.join import Join
-from sparkbeam.transforms.sort import Sort
-from sparkbeam.transforms.windows import Session
 from sparkbeam.updates import ON_TIME, PANE_IS_LAST, PANE_TIMING
 
 
@@ -53,18 +47,6 @@ END = EndOfInput()
 Signal = Chunk | Watermark | Idleness | Barrier | EndOfInput
 
 
-def partition_keys(node: Node) -> tuple[str, ...] | None:
-    """The columns an exchange before `node` partitions by; None: no exchange needed."""
-    transform = node.transform
-    if isinstance(transform, (CombinePerKey, Session, Sort)):
-        return transform.keys
-    if isinstance(transform, Join):
-        return transform.on
-    if isinstance(transform, (WriteFiles, ForEachBatch)):
-        return ()
-    return None
-
-
 @dataclass(frozen=True)
 class Layout:
     """How many units each node runs as, and which of them sit behind an exchange."""
@@ -78,7 +60,7 @@ class Layout:
         units: list[int] = []
         keys: list[tuple[str, ...] | None] = []
         for node in nodes:
-            key = partition_keys(node)
+            key = node.transform.partition_keys()
             if not node.inputs:
                 count = parallelism
             elif key is not None:

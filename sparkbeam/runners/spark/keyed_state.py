@@ -1,7 +1,8 @@
 """What the `transformWithState` operators on unbounded input share (`Sort`, `Session`,
 `session_groups`, `python_combine`, `late_filter`): rows into and out of the processor, and
-the one function that builds the operator (`transform_with_state`), which tells the
-translation that records it (`recording_state`) that its query needs the RocksDB state store.
+the one function that builds the operator (`transform_with_state`). Each streaming translator
+declares when it builds one (`streaming.streaming(kind, state_store=...)`): its query then
+starts with the RocksDB state store.
 
 Timestamps cross into the Python processor as microseconds, never as
 `datetime`s (Spark would convert those in the local time zone), and come
@@ -11,8 +12,6 @@ constant key when it has none (one ordered stream).
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import datetime as _dt
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -37,38 +36,11 @@ RELEASE = "__sparkbeam_release_ms"
 SEQUENCE = "__sparkbeam_seq"
 
 
-class StateUse:
-    """Whether a `transformWithState` was built while it recorded."""
-
-    def __init__(self) -> None:
-        self.used = False
-
-
-_RECORDING: contextvars.ContextVar[StateUse | None] = contextvars.ContextVar(
-    "sparkbeam_state_use", default=None
-)
-
-
-@contextlib.contextmanager
-def recording_state() -> Iterator[StateUse]:
-    """Note whether the code run inside builds a `transformWithState` (in this thread)."""
-    use = StateUse()
-    token = _RECORDING.set(use)
-    try:
-        yield use
-    finally:
-        _RECORDING.reset(token)
-
-
 def transform_with_state(
     groups: GroupedData, processor: StatefulProcessor, output: T.StructType
 ) -> DataFrame:
     """`groups` through `processor` in event time, appending what it emits: the runner's only
-    way to build a `transformWithState`, so that the query's translation knows it needs the
-    RocksDB state store."""
-    use = _RECORDING.get()
-    if use is not None:
-        use.used = True
+    way to build a `transformWithState` (which needs the RocksDB state store)."""
     return groups.transformWithState(processor, output, "Append", "EventTime")
 
 

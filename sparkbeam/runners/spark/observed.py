@@ -76,6 +76,11 @@ def tumble_counts(node: Node, source: Node) -> Derive | None:
     return derive
 
 
+COUNTS_FROM_INPUT: dict[type, Callable[[Node, Node], Derive | None]] = {Tumble: tumble_counts}
+"""The kinds whose counts follow from their input's (`node, input -> Derive`), so that they need
+no observation of their own where the input is computed in the same query."""
+
+
 def observed_fields(metric: Any) -> dict[str, Any]:
     """One observed metric of a `StreamingQueryProgress`, by field name.
 

@@ -7,13 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sparkbeam.graph import Node
-from sparkbeam.transforms.combine import CombinePerKey
-from sparkbeam.transforms.join import Join
-from sparkbeam.transforms.sort import Sort
 from sparkbeam.transforms.watermark import WithWatermark
-from sparkbeam.transforms.windows import Session
-
-STATEFUL = (WithWatermark, CombinePerKey, Sort, Session, Join)
 
 
 def stateful_depth(nodes: Sequence[Node], selected: set[int]) -> int:
@@ -22,7 +16,7 @@ def stateful_depth(nodes: Sequence[Node], selected: set[int]) -> int:
     for node_id in sorted(selected):
         node = nodes[node_id]
         above = max((depth.get(i, 0) for i in node.inputs), default=0)
-        depth[node_id] = above + isinstance(node.transform, STATEFUL)
+        depth[node_id] = above + node.transform.holds_state()
     return max(depth.values(), default=0)
 
 

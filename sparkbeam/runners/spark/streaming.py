@@ -41,7 +41,6 @@ from sparkbeam.runners.spark.exact.judges import (
 )
 from sparkbeam.runners.spark.exact.late_filter import late_against_current_watermark
 from sparkbeam.runners.spark.exact.late_rows import filter_late_rows
-from sparkbeam.runners.spark.keyed_state import recording_state
 from sparkbeam.runners.spark.live import live_files
 from sparkbeam.runners.spark.live_merges import staged_rows
 from sparkbeam.runners.spark.merges import (
@@ -50,10 +49,10 @@ from sparkbeam.runners.spark.merges import (
     not_late,
     require_separable_origins,
 )
-from sparkbeam.runners.spark.observed import LATEST, Derive, observed, tumble_counts
+from sparkbeam.runners.spark.observed import COUNTS_FROM_INPUT, LATEST, Derive, observed
 from sparkbeam.runners.spark.paths import paths_of
 from sparkbeam.runners.spark.plan.delays import long_delay
-from sparkbeam.runners.spark.plan.late_filters import Query, Role, late_filters
+from sparkbeam.runners.spark.plan.late_filters import Query, Role, Strategy, late_filters
 from sparkbeam.runners.spark.plan.merges import join_keys_apart, union_columns_apart
 from sparkbeam.runners.spark.plan.origins import redefines_watermark
 from sparkbeam.runners.spark.plan.phases import STREAMING_TRANSLATED, refuse_untranslated
@@ -185,7 +184,7 @@ class StreamingTranslation(Translation):
         `policy="max"`), `STATE_STORE` and `CHANGELOG` (a `transformWithState`),
         `NO_EXCHANGE_REUSE` (a node with several inputs)."""
         self.keyed_state: set[int] = set()
-        """The nodes whose translators built a `transformWithState` (`keyed_state`)."""
+        """The nodes whose translators build a `transformWithState` (`needs_state_store`)."""
         self.selected = set(range(len(nodes))) if selected is None else selected
         self.staged = staged or set()
         """`WithWatermark`s computed by an earlier stage: read their output instead."""
@@ -284,8 +283,8 @@ class StreamingTranslation(Translation):
 
     def run(self) -> None:
         """Translate the query's nodes in graph order; judges follow each node's rule. A
-        query with a `transformWithState` starts with `STATE_STORE` (recorded as each
-        translator builds one: `keyed_state.transform_with_state`)."""
+        query with a `transformWithState` starts with `STATE_STORE` (as each
+        translator declares it builds one: `streaming(kind, state_store=...)`)."""
         for node in self.nodes:
             if node.id not in self.selected:
                 continue
@@ -296,9 +295,9 @@ class StreamingTranslation(Translation):
             inputs = [self.frames[i] for i in node.inputs if i in self.frames]
             origins = frozenset().union(*(self.origins.get(i, frozenset()) for i in node.inputs))
             self.origins[node.id] = origins | ({node.id} if node.rule.own else frozenset())
-            with recording_state() as state, translating(node):
+            with translating(node):
                 made = translate(self, node, inputs)
-            if state.used:
+            if needs_state_store(self, node):
                 self.keyed_state.add(node.id)
             if not isinstance(made, Made):
                 made = Made(made)
@@ -306,8 +305,9 @@ class StreamingTranslation(Translation):
                 self._merge_policy(node, made.policy)
             self.made[node.id] = made
             frame = made.frame
-            if isinstance(node.transform, Tumble) and node.inputs[0] not in self.staged:
-                derive = tumble_counts(node, self.nodes[node.inputs[0]])
+            counts_from_input = COUNTS_FROM_INPUT.get(type(node.transform))
+            if counts_from_input is not None and node.inputs[0] not in self.staged:
+                derive = counts_from_input(node, self.nodes[node.inputs[0]])
                 if derive is not None:
                     self.derived[node.id] = derive
             if node.id not in self.staged | self.counted_inside | set(self.derived):
@@ -363,9 +363,36 @@ STREAMING_TRANSLATORS: dict[type, StreamingTranslator] = {
 }
 
 
-def streaming(kind: type) -> Callable[[StreamingTranslator], StreamingTranslator]:
+StateStoreNeed = Callable[["StreamingTranslation", Node], bool]
+"""Whether a node's translation builds a `transformWithState` (`keyed_state`), from what the
+query knows before translating it: its late-row filters, origins, inputs' judges and `Made`s."""
+
+STATE_STORE_NEEDS: dict[type, StateStoreNeed] = {}
+"""The kinds whose translators may build a `transformWithState`, with the rule of when; a
+query holding one of their nodes that needs it starts with `STATE_STORE`."""
+
+
+def needs_state_store(run: StreamingTranslation, node: Node) -> bool:
+    """Whether `node`'s translation in `run` builds a `transformWithState` (a staged node only
+    reads what an earlier stage computed)."""
+    need = STATE_STORE_NEEDS.get(type(node.transform))
+    return node.id not in run.staged and need is not None and need(run, node)
+
+
+def always(run: StreamingTranslation, node: Node) -> bool:
+    """The need of a kind whose translator keys its state in a `transformWithState`."""
+    return True
+
+
+def streaming(
+    kind: type, state_store: StateStoreNeed | None = None
+) -> Callable[[StreamingTranslator], StreamingTranslator]:
+    """Register `kind`'s streaming translator, with when it builds a `transformWithState`."""
+
     def register(function: StreamingTranslator) -> StreamingTranslator:
         STREAMING_TRANSLATORS[kind] = function
+        if state_store is not None:
+            STATE_STORE_NEEDS[kind] = state_store
         return function
 
     return register
@@ -396,7 +423,12 @@ def read_from_spark(translation: Translation, node: Node, inputs: Sequence[DataF
     return TRANSLATORS[ReadFromSpark](translation, node, inputs)
 
 
-@streaming(WithWatermark)
+def _current_filter(run: StreamingTranslation, node: Node) -> bool:
+    """A `WithWatermark` whose late-row filter is `Strategy.CURRENT`."""
+    return run.late_filters.of(node.id).strategy is Strategy.CURRENT
+
+
+@streaming(WithWatermark, state_store=_current_filter)
 def with_watermark(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> Made:
     run = _streaming(translation)
     transform = node.transform
@@ -433,6 +465,7 @@ def with_watermark(translation: Translation, node: Node, inputs: Sequence[DataFr
 
 SPARK_TIME = "__sparkbeam_event_time"
 """The event time as Spark holds it, which its watermark is declared on (`_declare_watermark`)."""
+
 
 def _counted(node: Node, rows: Column) -> list[Column]:
     """What `observed` counts of `node`, on the rows where `rows` holds among a
@@ -518,9 +551,8 @@ def restamp(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -
     return _declare_watermark(run, node, run.frame(f"staged-{node.id}"), counted=False)
 
 
-@streaming(CombinePerKey)
-def combine_per_key(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
-    run = _streaming(translation)
+def _combined_keys(run: StreamingTranslation, node: Node) -> tuple[list[str], list[str]]:
+    """A `CombinePerKey`'s watermarked keys and, of those, the ones whose judges are exact."""
     transform = node.transform
     assert isinstance(transform, CombinePerKey)
     judges = run.input_judges(node)
@@ -528,14 +560,38 @@ def combine_per_key(translation: Translation, node: Node, inputs: Sequence[DataF
     # A group is emitted when the watermark of any of its keys passes it; a held key's judge
     # may close late, so the exact ones decide where there are any (after a Session,
     # window_end's always closes first: a session's rows come out once it has closed).
-    exact = [k for k in watermarked if not judges[k].held]
+    return watermarked, [k for k in watermarked if not judges[k].held]
+
+
+def _with_session(run: StreamingTranslation, node: Node) -> bool:
+    """A `CombinePerKey` translated with the `Session` it reads (`session_then_combine`)."""
+    watermarked, exact = _combined_keys(run, node)
     source = run.nodes[node.inputs[0]]
-    if not exact and isinstance(source.transform, Session) and WINDOW_START in watermarked:
-        return session_then_combine(run, source, node)
+    return not exact and isinstance(source.transform, Session) and WINDOW_START in watermarked
+
+
+def _python_aggregates(transform: CombinePerKey) -> bool:
+    """Spark refuses Python aggregates in streaming aggregations: keyed state instead."""
+    return not all(isinstance(a, AggregateFn) for _, a in transform.aggregates)
+
+
+def _keyed_combine(run: StreamingTranslation, node: Node) -> bool:
+    transform = node.transform
+    assert isinstance(transform, CombinePerKey)
+    return _with_session(run, node) or _python_aggregates(transform)
+
+
+@streaming(CombinePerKey, state_store=_keyed_combine)
+def combine_per_key(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+    run = _streaming(translation)
+    transform = node.transform
+    assert isinstance(transform, CombinePerKey)
+    watermarked, exact = _combined_keys(run, node)
+    if _with_session(run, node):
+        return session_then_combine(run, run.nodes[node.inputs[0]], node)
     keyed = [run.exact_judge(node, k)(F.col(k)) for k in exact or watermarked[:1]]
     frame = stateful(inputs[0], keyed)
-    if not all(isinstance(a, AggregateFn) for _, a in transform.aggregates):
-        # Spark refuses Python aggregates in streaming aggregations: keyed state instead.
+    if _python_aggregates(transform):
         in_schema = run.nodes[node.inputs[0]].info.schema
         return combine_stream(
             frame,
@@ -577,7 +633,7 @@ def session_then_combine(run: StreamingTranslation, session: Node, node: Node) -
     )
 
 
-@streaming(Sort)
+@streaming(Sort, state_store=always)
 def sort(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
     run = _streaming(translation)
     transform = node.transform
@@ -596,7 +652,16 @@ def _interval(amount: int, kind: type) -> Column:
     return F.expr(f"INTERVAL '{sign}{seconds}.{fraction:06d}' SECOND")
 
 
-@streaming(Join)
+def _judges_sides(run: StreamingTranslation, node: Node) -> bool:
+    """A `Join` where watermarks of several `WithWatermark`s meet under `policy="max"` or
+    with an idle input: its sides' late rows are judged by the current watermark."""
+    transform = node.transform
+    assert isinstance(transform, Join)
+    meets = len(run.origins[node.id]) > 1
+    return meets and (transform.policy == "max" or may_idle(run, node))
+
+
+@streaming(Join, state_store=_judges_sides)
 def join(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> Made:
     """A stream-stream join; Spark cleans its state by the judge of a window key on both
     sides (their judges must agree), or by a range on the judges of the interval times."""
@@ -615,7 +680,7 @@ def join(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> M
     window_keys = transform.window_keys(left_info, right_info)
     bounds = transform.interval_bounds(left_info.schema, right_info.schema, node.label)
     late = None
-    if meets and (transform.policy == "max" or may_idle(run, node)):
+    if _judges_sides(run, node):
         left, right, late = judged_sides(run, node, left, right, judges, window_keys)
 
     left, right, keyless = _without_none_keys(transform, left, right, left_info, right_info, node)
@@ -696,7 +761,7 @@ def _without_none_keys(
     return frames[0], frames[1], keyless
 
 
-@streaming(Session)
+@streaming(Session, state_store=always)
 def session(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
     run = _streaming(translation)
     transform = node.transform
@@ -710,7 +775,16 @@ def session(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -
     return session_stream(frame, schema, transform.column, gap, transform.keys, judge, node.label)
 
 
-@streaming(Union)
+def _judges_union(run: StreamingTranslation, node: Node) -> bool:
+    """A `Union` where watermarks of several `WithWatermark`s meet under `policy="max"` or
+    with an idle input: its late rows are judged by the current watermark."""
+    transform = node.transform
+    assert isinstance(transform, Union)
+    meets = len(run.origins[node.id]) > 1
+    return meets and (transform.policy == "max" or may_idle(run, node))
+
+
+@streaming(Union, state_store=_judges_union)
 def union(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> Made:
     """Under `policy="max"` with watermarks of several `WithWatermark`s, the query keeps the
     latest of them (`MAX_POLICY`): the rows below it on a watermarked column are late here,
@@ -722,7 +796,7 @@ def union(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> 
     assert isinstance(transform, Union)
     if len(run.origins[node.id]) < 2:
         return Made(merged)  # the latest of one watermark is the earliest: no row is late here
-    if transform.policy == "min" and not may_idle(run, node):
+    if not _judges_union(run, node):
         return Made(merged, policy=transform.policy)
     judges = {}
     for column in sorted(node.info.watermarked):
@@ -739,7 +813,16 @@ def union(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> 
     return Made(out, late=late_rows, policy=transform.policy)
 
 
-@streaming(DroppedRows)
+def _judges_late_rows(run: StreamingTranslation, node: Node) -> bool:
+    """Late rows of a `WithWatermark` whose filter left them in its judged rows."""
+    transform, source = node.transform, run.nodes[node.inputs[0]]
+    assert isinstance(transform, DroppedRows)
+    if transform.kind == INVALID or run.made[source.id].late is not None:
+        return False
+    return isinstance(source.transform, WithWatermark)
+
+
+@streaming(DroppedRows, state_store=_judges_late_rows)
 def dropped_rows(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
     """Invalid rows: the `WithWatermark`'s input rows with no event time. Late rows: the rows
     its filter (or a `Union`'s under `policy="max"`) drops, judged the same way."""

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.spark
 SPARK_RUNNER = pathlib.Path(sb.__file__).parent / "runners" / "spark"
 
 
-def test_every_transform_with_state_is_built_where_it_is_recorded() -> None:
+def test_every_transform_with_state_is_built_in_keyed_state() -> None:
     built = [
         path.name
         for path in SPARK_RUNNER.glob("*.py")
