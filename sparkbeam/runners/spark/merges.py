@@ -17,6 +17,7 @@ from sparkbeam.runners.spark.exact.judges import Judge
 from sparkbeam.runners.spark.exact.late_filter import late_against_current_watermark
 from sparkbeam.runners.spark.exact.late_rows import not_late_at_merge
 from sparkbeam.runners.spark.plan import merges as plan_merges
+from sparkbeam.runners.spark.plan.keys import ROWS, Observation
 from sparkbeam.runners.spark.plan.late_filters import LateFilters
 from sparkbeam.runners.spark.plan.origins import merges_chained_origins
 from sparkbeam.runners.spark.translate import (
@@ -95,14 +96,18 @@ def judged_sides(
     ]
     kept, late_rows = [], []
     for port, frame in enumerate((left, right)):
-        frame = frame.observe(f"in_{node.id}_{port}", F.count(F.lit(1)).alias("rows"))
+        frame = frame.observe(
+            Observation("in", node.id, port).name(), F.count(F.lit(1)).alias(ROWS)
+        )
         side = "lr"[port]
         late = [judges[port][key].late(f"__{side}_{key}") for key in window_keys]
         kind = schemas[port].type_of(window_keys[0])
         output = prefixed[port].with_columns((LATE_WATERMARK, kind))
         judged = [entry.judge for entry in late]
         passed = not_late(run, frame, prefixed[port], judged, node.label)
-        kept.append(passed.observe(f"out_{node.id}_{port}", F.count(F.lit(1)).alias("rows")))
+        kept.append(
+            passed.observe(Observation("out", node.id, port).name(), F.count(F.lit(1)).alias(ROWS))
+        )
         rows = late_against_current_watermark(frame, prefixed[port], late, output, node.label)
         other = prefixed[1 - port]
         types = spark_schema(other, node.label)

@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 from sparkbeam.graph import Node
 from sparkbeam.runners.spark.exact.judges import Judge
 from sparkbeam.runners.spark.exact.late_filter import mark as mark_of
+from sparkbeam.runners.spark.plan.keys import ROWS, Observation, latest_field
 from sparkbeam.runners.spark.translate import (
     units,
 )
@@ -21,19 +22,16 @@ from sparkbeam.time import MAX_MICROS, MIN_MICROS, ONE_MICROSECOND, from_micros,
 from sparkbeam.transforms.watermark import WithWatermark
 from sparkbeam.transforms.windows import WINDOW_END, WINDOW_START, Tumble
 
-LATEST = "latest"
-"""Observed fields named so hold the largest value over micro-batches, not the sum."""
-
 
 def observed(node: Node, frame: DataFrame) -> DataFrame:
     """`frame` counting its rows (`n_<id>.rows`) and the largest value of each watermarked
     column (`n_<id>.latest_<i>`, in the column's units, `i` in sorted column order)."""
     schema = node.info.schema
-    fields = [F.count(F.lit(1)).alias("rows")]
+    fields = [F.count(F.lit(1)).alias(ROWS)]
     for i, column in enumerate(sorted(node.info.watermarked)):
         value = units(F.col(column), schema.type_of(column))
-        fields.append(F.max(value).alias(f"{LATEST}_{i}"))
-    return frame.observe(f"n_{node.id}", *fields)
+        fields.append(F.max(value).alias(latest_field(i)))
+    return frame.observe(Observation("n", node.id).name(), *fields)
 
 
 Derive = Callable[[Mapping[str, Any]], dict[str, Any]]
@@ -60,17 +58,17 @@ def tumble_counts(node: Node, source: Node) -> Derive | None:
         wanted.append((i, before.index(read), -1 if bound is None else bound))
 
     def derive(metrics: Mapping[str, Any]) -> dict[str, Any]:
-        rows = metrics.get(f"n_{source.id}.rows")
+        rows = metrics.get(Observation("n", source.id).rows())
         if rows is None:
             return {}
-        out: dict[str, Any] = {f"n_{node.id}.rows": rows}
+        out: dict[str, Any] = {Observation("n", node.id).rows(): rows}
         for i, j, bound in wanted:
-            latest = metrics.get(f"n_{source.id}.{LATEST}_{j}")
+            latest = metrics.get(Observation("n", source.id).latest(j))
             if latest is None:
                 continue
             if bound >= 0:  # the window's start (and end) of the latest time
                 latest = latest - (latest - spec.offset) % spec.size + bound
-            out[f"n_{node.id}.{LATEST}_{i}"] = latest
+            out[Observation("n", node.id).latest(i)] = latest
         return out
 
     return derive
@@ -115,7 +113,7 @@ def streaming_watermarks(
         late = judge.late(column)
         spark = watermark_ms * 1000 if late.is_datetime else watermark_ms
         value = mark_of(spark - late.shift, late.steps)
-        latest = counts.get(f"n_{node.id}.latest_{i}")
+        latest = counts.get(Observation("n", node.id).latest(i))
         if kind is _dt.datetime:
             watermarks[column] = from_micros(value)
             if latest is not None:
@@ -132,7 +130,7 @@ def model_watermark(node: Node, metrics: Mapping[str, Any]) -> int | None:
     event time its query counted on its input (`in_<id>.latest`), or None before any."""
     transform = node.transform
     assert isinstance(transform, WithWatermark)
-    latest = metrics.get(f"in_{node.id}.{LATEST}")
+    latest = metrics.get(Observation("in", node.id).latest())
     return None if latest is None else transform.watermark_function(node.info.schema)(latest)
 
 
@@ -154,7 +152,7 @@ def derived_watermarks(
             continue
         is_datetime = isinstance(given, _dt.datetime)
         value = derived.apply(to_micros(given) if is_datetime else given)
-        latest = counts.get(f"n_{node.id}.{LATEST}_{columns.index(derived.column)}")
+        latest = counts.get(Observation("n", node.id).latest(columns.index(derived.column)))
         if schema.type_of(derived.column) is _dt.datetime:
             if not MIN_MICROS <= value <= MAX_MICROS:
                 continue  # past the calendar (a window bound after 9999): Spark's value stays

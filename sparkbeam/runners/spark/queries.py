@@ -39,8 +39,9 @@ from sparkbeam.runners.spark.live_merges import (
     slug,
     stage_sink,
 )
-from sparkbeam.runners.spark.observed import LATEST, model_watermark, observed_fields
+from sparkbeam.runners.spark.observed import model_watermark, observed_fields
 from sparkbeam.runners.spark.paths import paths_of, require_staging, scratch_directory
+from sparkbeam.runners.spark.plan.keys import INVALID_ROWS, ROWS, ChannelKey, MetricKey, Observation
 from sparkbeam.runners.spark.plan.late_filters import Role
 from sparkbeam.runners.spark.plan.queries import is_live, is_replayed, refuse_query
 from sparkbeam.runners.spark.planning import ancestors, origins_meet
@@ -221,10 +222,11 @@ class Stage:
                 for field, value in observed_fields(metric).items():
                     key = field if "." in field else f"{name}.{field}"  # fields named by key
                     fields[key] = value
-                    owner, short = key.split(".", 1)
-                    also = self.translation.counted_as.get(owner)
-                    if also is not None and short == "rows":
-                        fields[f"{also}.rows"] = value
+                    parsed = MetricKey.parse(key)
+                    if parsed is not None and parsed.field == ROWS:
+                        also = self.translation.counted_as.get(parsed.observation)
+                        if also is not None:
+                            fields[also.rows()] = value
                 self.add_counts(fields, counted)
         for derive in self.translation.derived.values():  # in graph order
             self.metrics.update(derive(self.metrics))
@@ -234,7 +236,8 @@ class Stage:
         """Add one micro-batch's (or epoch's) observed fields, by key, to `metrics` (a largest
         value stays the largest so far; None: no rows) and its row counts to `counted`."""
         for key, value in fields.items():
-            if key.split(".", 1)[1].startswith(LATEST):
+            parsed = MetricKey.parse(key)
+            if parsed is not None and parsed.is_latest:
                 if value is not None:
                     before = self.metrics.get(key)
                     self.metrics[key] = value if before is None else max(before, value)
@@ -422,7 +425,7 @@ class StreamingRun:
         if not staged_paths:
             for origin in sorted(staged):
                 node = nodes[origin]
-                output = final.channel(f"staged-{origin}")
+                output = final.channel(ChannelKey("staged", origin).name())
                 if together is not None:  # one stage query for every run fed together
                     stage = together.stage(nodes, node)
                     stage.outputs.append(output)
@@ -476,7 +479,7 @@ class StreamingRun:
         assert isinstance(transform, WithWatermark)
         index = sorted(node.info.watermarked).index(transform.column)
         for stage in self.stages:
-            latest = stage.metrics.get(f"n_{origin}.{LATEST}_{index}")
+            latest = stage.metrics.get(Observation("n", origin).latest(index))
             if latest is not None:
                 return transform.watermark_function(node.info.schema)(latest)
         return None
@@ -656,8 +659,8 @@ class IdleInputs:
             schema = stage.target.info.schema
             after = transform.idle_epochs(stage.target.label)
             node_id = stage.target.id
-            seen = stage.counted.get(f"in_{node_id}.rows", 0)
-            seen += stage.counted.get(f"in_{node_id}.invalid", 0)
+            seen = stage.counted.get(Observation("in", node_id).rows(), 0)
+            seen += stage.counted.get(Observation("in", node_id).field(INVALID_ROWS), 0)
             self.empty[node_id] = 0 if seen else self.empty[node_id] + 1
             mark = None
             if stage.latest is not None:

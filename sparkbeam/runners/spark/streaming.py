@@ -49,9 +49,17 @@ from sparkbeam.runners.spark.merges import (
     not_late,
     require_separable_origins,
 )
-from sparkbeam.runners.spark.observed import COUNTS_FROM_INPUT, LATEST, Derive, observed
+from sparkbeam.runners.spark.observed import COUNTS_FROM_INPUT, Derive, observed
 from sparkbeam.runners.spark.paths import paths_of
 from sparkbeam.runners.spark.plan.delays import long_delay
+from sparkbeam.runners.spark.plan.keys import (
+    INVALID_ROWS,
+    LATEST,
+    ROWS,
+    ChannelKey,
+    ChannelKind,
+    Observation,
+)
 from sparkbeam.runners.spark.plan.late_filters import Query, Role, Strategy, late_filters
 from sparkbeam.runners.spark.plan.merges import join_keys_apart, union_columns_apart
 from sparkbeam.runners.spark.plan.origins import redefines_watermark
@@ -208,7 +216,7 @@ class StreamingTranslation(Translation):
         the column of its epoch files that holds the watermark (`exact.late_filter`)."""
         marks: dict[str, list[str]] = {}
         for source_id, mark in self.epoch_marks.values():
-            marks.setdefault(f"source-{source_id}", []).append(mark)
+            marks.setdefault(ChannelKey("source", source_id).name(), []).append(mark)
         self.marked_sources = {source_id for source_id, _ in self.epoch_marks.values()}
         self.counts_source: dict[int, int] = {}
         """Sources a `WithWatermark` in `epoch_marks` counts (`n_<id>`) with its own input, in
@@ -228,12 +236,16 @@ class StreamingTranslation(Translation):
             if node.id not in self.selected:
                 continue
             if node.id in self.staged and node.id not in self.staged_paths:
-                channels.append((f"staged-{node.id}", node.info.schema, node.label))
+                channels.append(
+                    (ChannelKey("staged", node.id).name(), node.info.schema, node.label)
+                )
             if is_replayed(node, live):
-                channels.append((f"source-{node.id}", node.info.schema, node.label))
+                channels.append(
+                    (ChannelKey("source", node.id).name(), node.info.schema, node.label)
+                )
             if isinstance(node.transform, WithWatermark):
                 with_flag = node.info.schema.with_columns((SENTINEL, bool))
-                channels.append((f"sentinel-{node.id}", with_flag, node.label))
+                channels.append((ChannelKey("sentinel", node.id).name(), with_flag, node.label))
         self.paths = paths_of(spark)
         self.feed = EpochFeed(directory, channels, self.paths, marks)
         self.feed.open(spark)
@@ -246,7 +258,7 @@ class StreamingTranslation(Translation):
         """For each node, the `WithWatermark` nodes its watermarks come from."""
         self.policies: set[int] = set()
         """The `Union`s and `Join`s where watermarks of several `WithWatermark`s meet."""
-        self.counted_as: dict[str, str] = {}
+        self.counted_as: dict[Observation, Observation] = {}
         """Observed metrics that also count as others' rows (`Stage.collect_metrics`): a
         `WithWatermark`'s output (`n_<id>`) is what its late-row filter passed (`out_<id>`),
         counted once."""
@@ -273,12 +285,12 @@ class StreamingTranslation(Translation):
         """A source's rows of epoch `index` (`SourceEpochs`)."""
         return self.epochs.epoch(self.nodes[node_id], index)
 
-    def _channels(self, kind: str) -> dict[int, Channel]:
-        prefix = f"{kind}-"
+    def _channels(self, kind: ChannelKind) -> dict[int, Channel]:
+        keys = {name: ChannelKey.parse(name) for name in self.feed.channels}
         return {
-            int(name[len(prefix) :]): channel
-            for name, channel in self.feed.channels.items()
-            if name.startswith(prefix)
+            key.node_id: self.feed.channels[name]
+            for name, key in keys.items()
+            if key is not None and key.kind == kind
         }
 
     def run(self) -> None:
@@ -411,7 +423,7 @@ def epoch_source(translation: Translation, node: Node, inputs: Sequence[DataFram
     run = _streaming(translation)
     if not is_replayed(node, run.live):
         return live_files(run.spark, node)
-    return run.frame(f"source-{node.id}")
+    return run.frame(ChannelKey("source", node.id).name())
 
 
 @streaming(ReadFromSpark)
@@ -459,7 +471,8 @@ def with_watermark(translation: Translation, node: Node, inputs: Sequence[DataFr
     else:  # live sources, an input computed in the query: a stateful filter
         real = _declare_watermark(run, node, inputs[0], counted=True)
     made = filter_late_rows(chosen, real, schema, column, delay_ms, SPARK_TIME, node.label)
-    run.counted_as[f"n_{node.id}"] = f"out_{node.id}"  # the filter's output is the node's
+    # the filter's output is the node's
+    run.counted_as[Observation("n", node.id)] = Observation("out", node.id)
     return Made(made.passed, judged=made.judged, invalid=invalid, late=made.late)
 
 
@@ -472,10 +485,10 @@ def _counted(node: Node, rows: Column) -> list[Column]:
     `WithWatermark`'s input (the end-of-input sentinel left out), as fields named by key."""
     real = rows & ~F.col(SENTINEL)
     schema = node.info.schema
-    fields = [F.count(F.when(real, 1)).alias(f"n_{node.id}.rows")]
+    fields = [F.count(F.when(real, 1)).alias(Observation("n", node.id).rows())]
     for i, column in enumerate(sorted(node.info.watermarked)):
         value = units(F.col(column), schema.type_of(column))
-        fields.append(F.max(F.when(real, value)).alias(f"n_{node.id}.{LATEST}_{i}"))
+        fields.append(F.max(F.when(real, value)).alias(Observation("n", node.id).latest(i)))
     return fields
 
 
@@ -502,16 +515,16 @@ def _declare_watermark(
         raise refusal
     delay = transform.watermark_delay_units(schema, node.label)
     delay_ms = delay // 1000 if kind is _dt.datetime else delay
-    sentinel = run.frame(f"sentinel-{node.id}")
+    sentinel = run.frame(ChannelKey("sentinel", node.id).name())
     events = frame.withColumn(SENTINEL, F.lit(False))
     events = events.unionByName(sentinel, allowMissingColumns=True)  # epoch watermarks: null
     time = F.col(column)
     if counted:
         valid = ~F.col(SENTINEL) & time.isNotNull()
         events = events.observe(
-            f"in_{node.id}",
-            F.count(F.when(valid, 1)).alias("rows"),
-            F.count(F.when(time.isNull(), 1)).alias("invalid"),
+            Observation("in", node.id).name(),
+            F.count(F.when(valid, 1)).alias(ROWS),
+            F.count(F.when(time.isNull(), 1)).alias(INVALID_ROWS),
             # the largest event time, late rows included (`observed.model_watermark`)
             F.max(F.when(valid, units(time, kind))).alias(LATEST),
             *also,
@@ -548,7 +561,9 @@ def restamp(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -
     if path is not None:  # a live stage's file sink (`live_merges`)
         rows = staged_rows(run.spark, node, path)
         return _declare_watermark(run, node, rows, counted=False)
-    return _declare_watermark(run, node, run.frame(f"staged-{node.id}"), counted=False)
+    return _declare_watermark(
+        run, node, run.frame(ChannelKey("staged", node.id).name()), counted=False
+    )
 
 
 def _combined_keys(run: StreamingTranslation, node: Node) -> tuple[list[str], list[str]]:
@@ -807,9 +822,9 @@ def union(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> 
     late = [judges[column].late(column) for column in schema.names if column in judges]
     output = schema.with_columns((LATE_WATERMARK, schema.type_of(late[0].column)))
     late_rows = late_against_current_watermark(merged, schema, late, output, node.label)
-    counted = merged.observe(f"in_{node.id}", F.count(F.lit(1)).alias("rows"))
+    counted = merged.observe(Observation("in", node.id).name(), F.count(F.lit(1)).alias(ROWS))
     kept = not_late(run, counted, schema, [entry.judge for entry in late], node.label)
-    out = kept.observe(f"out_{node.id}", F.count(F.lit(1)).alias("rows"))
+    out = kept.observe(Observation("out", node.id).name(), F.count(F.lit(1)).alias(ROWS))
     return Made(out, late=late_rows, policy=transform.policy)
 
 

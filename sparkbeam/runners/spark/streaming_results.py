@@ -5,7 +5,6 @@ collected PCollection, run when first asked for.
 from __future__ import annotations
 
 import concurrent.futures
-import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +22,7 @@ from sparkbeam.runners.spark.exact.judges import Judge
 from sparkbeam.runners.spark.live import sink_of
 from sparkbeam.runners.spark.live_merges import slug
 from sparkbeam.runners.spark.observed import derived_watermarks, streaming_watermarks
+from sparkbeam.runners.spark.plan.keys import INVALID_ROWS, ROWS, MetricKey, Observation
 from sparkbeam.runners.spark.plan.queries import refuse_query
 from sparkbeam.runners.spark.planning import ancestors
 from sparkbeam.runners.spark.progress import counted, say
@@ -47,10 +47,33 @@ def _filtered_out(counts: dict[str, int], node_id: int) -> int:
     inputs), over the micro-batches; 0 where it has none."""
 
     def total(kind: str) -> int:
-        mine = re.compile(rf"{kind}_{node_id}(_\d)?\.rows")
-        return sum(value for key, value in counts.items() if mine.fullmatch(key))
+        keys = {key: MetricKey.parse(key) for key in counts}
+        return sum(
+            counts[key]
+            for key, parsed in keys.items()
+            if parsed is not None
+            and parsed.field == ROWS
+            and (parsed.observation.kind, parsed.observation.node_id) == (kind, node_id)
+        )
 
     return total("in") - total("out")
+
+
+def _is_filtered_rows(key: str, node_id: int) -> bool:
+    """Whether metric `key` counts rows out of node `node_id`'s late-row filter."""
+    parsed = MetricKey.parse(key)
+    return (
+        parsed is not None
+        and parsed.field == ROWS
+        and parsed.observation.kind == "out"
+        and parsed.observation.node_id == node_id
+    )
+
+
+def _of_node(key: str, node_id: int) -> bool:
+    """Whether metric `key` is one of node `node_id`'s observations."""
+    parsed = MetricKey.parse(key)
+    return parsed is not None and parsed.observation.node_id == node_id
 
 
 WORKER_NOT_BACK = "Python worker failed to connect back"
@@ -243,11 +266,11 @@ class SparkStreamingResult(ResultViews):
         """The observed counts of a query that ran `pcoll`'s late-row filter (its own query's
         when none did yet); a live sink's query counts the micro-batches run so far."""
         self.of_run(pcoll)
-        filtered = re.compile(rf"out_{pcoll.node.id}(_\d)?\.rows")
+
         # A query of a WithWatermark's late rows runs only its input: not that one.
         for run in [*self.sinks.values(), *self.runs.values()]:
             metrics = run.metrics
-            if any(filtered.fullmatch(key) for key in metrics):
+            if any(_is_filtered_rows(key, pcoll.node.id) for key in metrics):
                 return metrics
         return self._run(pcoll).metrics
 
@@ -276,7 +299,7 @@ class SparkStreamingResult(ResultViews):
                 f"{pcoll.node.label}: rows with no event time are counted by WithWatermark; "
                 "pass the PCollection that .with_watermark(...) returned"
             )
-        return self._counts(pcoll).get(f"in_{pcoll.node.id}.invalid", 0)
+        return self._counts(pcoll).get(Observation("in", pcoll.node.id).field(INVALID_ROWS), 0)
 
     def metrics(self) -> PipelineMetrics:
         """Per transform (by label, in graph order): rows in and out, drops, watermarks, lag.
@@ -306,11 +329,11 @@ class SparkStreamingResult(ResultViews):
         counts, marks = found
         out = PipelineMetrics()
         for node in nodes:
-            rows_out = counts.get(f"n_{node.id}.rows", 0)
-            rows_in = sum(counts.get(f"n_{i}.rows", 0) for i in node.inputs)
+            rows_out = counts.get(Observation("n", node.id).rows(), 0)
+            rows_in = sum(counts.get(Observation("n", i).rows(), 0) for i in node.inputs)
             if isinstance(node.transform, DroppedRows):
                 rows_in = rows_out
-            invalid = counts.get(f"in_{node.id}.invalid", 0)
+            invalid = counts.get(Observation("in", node.id).field(INVALID_ROWS), 0)
             late = 0
             if isinstance(node.transform, (WithWatermark, Union)):
                 late = rows_in - rows_out - invalid
@@ -341,7 +364,7 @@ class SparkStreamingResult(ResultViews):
         live = set().union(
             *(ancestors(nodes, nodes[n]) for n, run in self.sinks.items() if run.live)
         )
-        missing = {n.id for n in nodes if f"n_{n.id}.rows" not in counts} - live
+        missing = {n.id for n in nodes if Observation("n", n.id).rows() not in counts} - live
         consumed = {i for node in nodes for i in node.inputs}
         reach = {n.id: ancestors(nodes, n) for n in nodes if n.id not in consumed | ran}
         chosen: list[Node] = []
@@ -361,10 +384,10 @@ class SparkStreamingResult(ResultViews):
             metrics = run.metrics
             watermarks = run.watermarks()
             for node in self.pipeline.nodes:
-                if f"n_{node.id}.rows" in counts or f"n_{node.id}.rows" not in metrics:
+                rows = Observation("n", node.id).rows()
+                if rows in counts or rows not in metrics:
                     continue
-                mine = re.compile(rf"(n|in|out)_{node.id}(_\d)?\.\w+")
-                counts.update({k: v for k, v in metrics.items() if mine.fullmatch(k)})
+                counts.update({k: v for k, v in metrics.items() if _of_node(k, node.id)})
                 if node.id in watermarks:
                     marks[node.id] = watermarks[node.id]
         return counts, marks

@@ -28,7 +28,8 @@ from sparkbeam.arrow import arrow_schema
 from sparkbeam.errors import DataError
 from sparkbeam.graph import Node
 from sparkbeam.runners.spark.exact.judges import INT_TIME_OUTSIDE, INT_TIME_RANGE, SHIFT_MICROS
-from sparkbeam.runners.spark.observed import LATEST, model_watermark
+from sparkbeam.runners.spark.observed import model_watermark
+from sparkbeam.runners.spark.plan.keys import INVALID_ROWS, Observation
 from sparkbeam.transforms.watermark import WithWatermark
 
 
@@ -86,15 +87,15 @@ class FedWatermark:
             kept = pc.greater_equal(timed_times, pa.scalar(watermark, pa.int64()))
             passed, passed_times = timed.filter(kept), timed_times.filter(kept)
         counted: dict[str, Any] = {
-            f"n_{source.id}.rows": table.num_rows,
-            f"in_{node.id}.rows": timed.num_rows,
-            f"in_{node.id}.invalid": table.num_rows - timed.num_rows,
-            f"n_{node.id}.rows": passed.num_rows,
-            f"out_{node.id}.rows": passed.num_rows,
+            Observation("n", source.id).rows(): table.num_rows,
+            Observation("in", node.id).rows(): timed.num_rows,
+            Observation("in", node.id).field(INVALID_ROWS): table.num_rows - timed.num_rows,
+            Observation("n", node.id).rows(): passed.num_rows,
+            Observation("out", node.id).rows(): passed.num_rows,
         }
         latest = _largest(timed_times)
         if latest is not None:
-            counted[f"in_{node.id}.{LATEST}"] = latest
+            counted[Observation("in", node.id).latest()] = latest
             held_ms = (
                 (latest + SHIFT_MICROS) // 1000
                 if self.kind is _dt.datetime
@@ -110,7 +111,7 @@ class FedWatermark:
                 own = owner is node and column == self.column
                 value = emitted if own else _largest(_units(rows, column))
                 if value is not None:
-                    counted[f"n_{owner.id}.{LATEST}_{i}"] = value
+                    counted[Observation("n", owner.id).latest(i)] = value
         return passed, counted
 
     def no_rows(self) -> pa.Table:
