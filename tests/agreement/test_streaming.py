@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 from typing import Any
 
 import pytest
 
 import sparkbeam as sb
+from sparkbeam.runners.spark.queries import SIDE_BY_SIDE
 from tests.agreement.pipelines import row_multiset
 from tests.agreement.streams import STREAM_BUILDERS, file_epochs, orders_stream
 
@@ -35,10 +37,39 @@ WITH_METRICS = ("joins",)
 the least of both inputs', and reported that one."""
 
 
+Run = tuple[dict[str, list[list[dict[str, Any]]]], list[Any], Any]
+"""One run of a stream: each output's rows by epoch, the watermarks' counts, its result."""
+
+
+def run_fully(builder: Any, runner: Any, metrics: bool) -> Run:
+    """`run`, and (with `metrics`) the result's `metrics()` read while its queries are warm."""
+    results: list[Any] = []
+    by_epoch, counts = run(builder, runner, results)
+    if metrics:
+        results[0].metrics()
+    return by_epoch, counts, results[0]
+
+
+@pytest.fixture(scope="module")
+def spark_runs(spark_runner: Any) -> dict[str, Run | BaseException]:
+    """Every shared stream run on Spark, `SIDE_BY_SIDE` pipelines at once (each stream's own
+    test compares its run, or raises the error it ended with)."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=SIDE_BY_SIDE) as pool:
+        futures = {
+            name: pool.submit(run_fully, builder, spark_runner, name in WITH_METRICS)
+            for name, builder in sorted(STREAM_BUILDERS.items())
+        }
+        return {name: future.exception() or future.result() for name, future in futures.items()}
+
+
 @pytest.mark.parametrize("name", sorted(STREAM_BUILDERS))
-def test_runners_agree_epoch_by_epoch(name: str, spark_runner: Any) -> None:
+def test_runners_agree_epoch_by_epoch(name: str, spark_runs: dict[str, Any]) -> None:
+    spark = spark_runs[name]
+    if isinstance(spark, BaseException):
+        raise spark
     with_metrics = name in WITH_METRICS
-    assert_agree_epoch_by_epoch(STREAM_BUILDERS[name], spark_runner, with_metrics, with_metrics)
+    direct = run_fully(STREAM_BUILDERS[name], sb.DirectRunner(), with_metrics)
+    assert_runs_agree(direct, spark, with_metrics, with_metrics)
 
 
 def assert_agree_epoch_by_epoch(
@@ -48,9 +79,18 @@ def assert_agree_epoch_by_epoch(
     epochs for the stream `builder` makes, and drops the same late and invalid rows (with
     `metrics`, `metrics()` agrees too: rows in and out, and each `WithWatermark`'s drops and
     watermark; with `every_watermark`, every transform's watermarks and lags)."""
-    results: list[Any] = []
-    direct, direct_counts = run(builder, sb.DirectRunner(), results)
-    spark, spark_counts = run(builder, spark_runner, results)
+    direct = run_fully(builder, sb.DirectRunner(), metrics)
+    spark = run_fully(builder, spark_runner, metrics)
+    assert_runs_agree(direct, spark, metrics, every_watermark)
+
+
+def assert_runs_agree(
+    direct_run: Run, spark_run: Run, metrics: bool, every_watermark: bool
+) -> None:
+    """The Spark run emits the direct run's rows in the same epochs and drops the same late
+    and invalid rows (with `metrics` and `every_watermark`: as `assert_agree_epoch_by_epoch`)."""
+    direct, direct_counts, direct_result = direct_run
+    spark, spark_counts, spark_result = spark_run
     assert spark_counts == direct_counts
     if metrics:
         direct_metrics, spark_metrics = (
@@ -60,7 +100,7 @@ def assert_agree_epoch_by_epoch(
                 + ((m.watermarks, m.watermark_lag) if every_watermark else ())
                 for label, m in result.metrics().items()
             }
-            for result in results
+            for result in (direct_result, spark_result)
         )
         assert spark_metrics == direct_metrics
     for output, epochs in direct.items():

@@ -15,6 +15,7 @@ Rules under test:
 
 from __future__ import annotations
 
+import concurrent.futures
 from collections import Counter
 from datetime import datetime
 from typing import Any
@@ -22,6 +23,7 @@ from typing import Any
 import pytest
 
 import sparkbeam as sb
+from sparkbeam.runners.spark.queries import SIDE_BY_SIDE
 
 
 def stream(*epochs: list[dict[str, Any]], schema: Any = None) -> sb.TestStream:
@@ -359,28 +361,30 @@ def by_epoch(result: Any, pcoll: sb.PCollection) -> list[list[tuple[Any, ...]]]:
     return [sorted(tuple(row.values()) for row in rows) for rows in result.collect_by_epoch(pcoll)]
 
 
-@pytest.mark.spark
-def test_policy_max_on_spark_streaming_is_the_direct_runners(spark_runner: Any) -> None:
-    def run(runner: Any) -> dict[str, Any]:
-        p = sb.Pipeline(runner=runner)
-        a = (p | "a" >> stream([{"t": 10}], [{"t": 30}], [{"t": 50}])).with_watermark("t", 0)
-        b = (p | "b" >> stream([{"t": 0}], [{"t": 5}], [{"t": 25}])).with_watermark("t", 0)
-        merged = a.union(b, policy="max")
-        windows = merged.tumble("t", 10).combine_per_key(["window_start"], n=sb.Count())
-        left = a.tumble("t", 10).select("window_start", left=sb.col("t"))
-        right = b.tumble("t", 10).select("window_start", right=sb.col("t"))
-        joined = left.join(right, on="window_start", how="full", policy="max")
-        # the union's rows are checked through its windows (and its late rows), one query less
-        outputs = [merged.late_rows(), windows, joined, joined.late_rows()]
-        result = p.run()
-        if isinstance(runner, sb.SparkRunner):
-            result.prepare(*outputs)
-        return {
-            "epochs": [by_epoch(result, pcoll) for pcoll in outputs],
-            "counts": (result.late_count(merged), result.late_count(a), result.late_count(b)),
-        }
+def policy_max_run(runner: Any) -> dict[str, Any]:
+    """Policy max at a union and a join: late rows, windows, joined rows, late counts."""
+    p = sb.Pipeline(runner=runner)
+    a = (p | "a" >> stream([{"t": 10}], [{"t": 30}], [{"t": 50}])).with_watermark("t", 0)
+    b = (p | "b" >> stream([{"t": 0}], [{"t": 5}], [{"t": 25}])).with_watermark("t", 0)
+    merged = a.union(b, policy="max")
+    windows = merged.tumble("t", 10).combine_per_key(["window_start"], n=sb.Count())
+    left = a.tumble("t", 10).select("window_start", left=sb.col("t"))
+    right = b.tumble("t", 10).select("window_start", right=sb.col("t"))
+    joined = left.join(right, on="window_start", how="full", policy="max")
+    # the union's rows are checked through its windows (and its late rows), one query less
+    outputs = [merged.late_rows(), windows, joined, joined.late_rows()]
+    result = p.run()
+    if isinstance(runner, sb.SparkRunner):
+        result.prepare(*outputs)
+    return {
+        "epochs": [by_epoch(result, pcoll) for pcoll in outputs],
+        "counts": (result.late_count(merged), result.late_count(a), result.late_count(b)),
+    }
 
-    direct, spark = run(sb.DirectRunner()), run(spark_runner)
+
+@pytest.mark.spark
+def test_policy_max_on_spark_streaming_is_the_direct_runners(spark_runs: dict[str, Any]) -> None:
+    direct, spark = policy_max_run(sb.DirectRunner()), spark_result(spark_runs, "policy_max")
     assert spark == direct
     late, windows, joined, joined_late = direct["epochs"]
     assert late == [[], [(5, 10)], [(25, 30)], []]
@@ -426,34 +430,34 @@ def test_spark_streaming_refuses_what_one_watermark_per_query_cannot_judge(
         p.run()
 
 
-@pytest.mark.spark
-def test_idle_inputs_on_spark_streaming_are_the_direct_runners(spark_runner: Any) -> None:
-    def run(runner: Any) -> dict[str, Any]:
-        p, merged, windows, late = silent_source_pipeline(1, runner)
-        left = (p | "l" >> stream(*[[{"w": 10 * i, "a": i}] for i in range(4)])).with_watermark(
-            "w", 0
-        )
-        right = (p | "r" >> stream([{"w": 0, "b": 0}], [], [], [{"w": 5, "b": 5}])).with_watermark(
-            "w", 0, idle_after=1
-        )
-        joined = left.join(right, on="w", how="left")
-        outputs = [windows, late, joined, joined.late_rows()]
-        result = p.run()
-        if isinstance(runner, sb.SparkRunner):
-            result.prepare(*outputs)
-            # Four WithWatermarks meet in twos: one stage each serves all four outputs
-            # (the runner's internals: `SparkStreamingResult.runs`, `StreamingRun.stages`).
-            stages = {id(s): s for o in outputs for s in result.runs[o.node.id].stages[:-1]}
-            assert len(stages) == 4
-            # Each reads its source straight: the runner judges its epochs, with no query
-            # (`queries.FedStage`).
-            assert all(stage.query is None for stage in stages.values())
-        return {
-            "epochs": [by_epoch(result, pcoll) for pcoll in outputs],
-            "late": (result.late_count(merged), result.late_count(joined)),
-        }
+def idle_inputs_run(runner: Any) -> dict[str, Any]:
+    """A silent source idle after one epoch at a union and an idle join side."""
+    p, merged, windows, late = silent_source_pipeline(1, runner)
+    left = (p | "l" >> stream(*[[{"w": 10 * i, "a": i}] for i in range(4)])).with_watermark("w", 0)
+    right = (p | "r" >> stream([{"w": 0, "b": 0}], [], [], [{"w": 5, "b": 5}])).with_watermark(
+        "w", 0, idle_after=1
+    )
+    joined = left.join(right, on="w", how="left")
+    outputs = [windows, late, joined, joined.late_rows()]
+    result = p.run()
+    if isinstance(runner, sb.SparkRunner):
+        result.prepare(*outputs)
+        # Four WithWatermarks meet in twos: one stage each serves all four outputs
+        # (the runner's internals: `SparkStreamingResult.runs`, `StreamingRun.stages`).
+        stages = {id(s): s for o in outputs for s in result.runs[o.node.id].stages[:-1]}
+        assert len(stages) == 4
+        # Each reads its source straight: the runner judges its epochs, with no query
+        # (`queries.FedStage`).
+        assert all(stage.query is None for stage in stages.values())
+    return {
+        "epochs": [by_epoch(result, pcoll) for pcoll in outputs],
+        "late": (result.late_count(merged), result.late_count(joined)),
+    }
 
-    direct, spark = run(sb.DirectRunner()), run(spark_runner)
+
+@pytest.mark.spark
+def test_idle_inputs_on_spark_streaming_are_the_direct_runners(spark_runs: dict[str, Any]) -> None:
+    direct, spark = idle_inputs_run(sb.DirectRunner()), spark_result(spark_runs, "idle_inputs")
     assert spark == direct
     windows, late, _, joined_late = direct["epochs"]
     # The silent source is idle after one empty epoch: windows close on the busy one's watermark
@@ -471,21 +475,23 @@ def test_spark_streaming_refuses_idle_after_as_processing_time(spark_runner: Any
         p.run()
 
 
-@pytest.mark.spark
-def test_max_drift_on_spark_streaming_is_the_direct_runners(spark_runner: Any) -> None:
-    def run(runner: Any) -> list[Any]:
-        p = sb.Pipeline(runner=runner)
-        fast = p | "fast" >> stream(*[[{"t": 100 * i + j} for j in range(3)] for i in range(3)])
-        slow = p | "slow" >> stream(*[[{"t": 40 * i}] for i in range(6)])
-        f = fast.with_watermark("t", 0, max_drift=50)
-        merged = f.union(slow.with_watermark("t", 0))
-        outputs = [f, merged]
-        result = p.run()
-        if isinstance(runner, sb.SparkRunner):
-            result.prepare(*outputs)
-        return [by_epoch(result, pcoll) for pcoll in outputs]
+def max_drift_run(runner: Any) -> list[Any]:
+    """A fast source held back by max_drift against a slow one."""
+    p = sb.Pipeline(runner=runner)
+    fast = p | "fast" >> stream(*[[{"t": 100 * i + j} for j in range(3)] for i in range(3)])
+    slow = p | "slow" >> stream(*[[{"t": 40 * i}] for i in range(6)])
+    f = fast.with_watermark("t", 0, max_drift=50)
+    merged = f.union(slow.with_watermark("t", 0))
+    outputs = [f, merged]
+    result = p.run()
+    if isinstance(runner, sb.SparkRunner):
+        result.prepare(*outputs)
+    return [by_epoch(result, pcoll) for pcoll in outputs]
 
-    direct, spark = run(sb.DirectRunner()), run(spark_runner)
+
+@pytest.mark.spark
+def test_max_drift_on_spark_streaming_is_the_direct_runners(spark_runs: dict[str, Any]) -> None:
+    direct, spark = max_drift_run(sb.DirectRunner()), spark_result(spark_runs, "max_drift")
     assert spark == direct
     fast_epochs = [len(rows) for rows in direct[0]]
     # after epoch 1 (fast's watermark 102 against slow's 40) the fast source waits
@@ -509,3 +515,30 @@ def test_spark_streaming_refuses_max_drift_over_a_live_source(
     a.for_each_batch(lambda rows, batch: None)
     with pytest.raises(sb.PipelineError, match=r"max_drift holds back .* read by Spark itself"):
         p.run()
+
+
+SPARK_STREAMING_RUNS = {
+    "policy_max": policy_max_run,
+    "idle_inputs": idle_inputs_run,
+    "max_drift": max_drift_run,
+}
+"""The Spark streaming runs this module compares with the direct runner's, by name."""
+
+
+@pytest.fixture(scope="module")
+def spark_runs(spark_runner: Any) -> dict[str, Any]:
+    """Each of `SPARK_STREAMING_RUNS` on Spark, side by side (`SIDE_BY_SIDE` at once): its
+    result, or the error it raised."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=SIDE_BY_SIDE) as pool:
+        futures = {
+            name: pool.submit(run, spark_runner) for name, run in SPARK_STREAMING_RUNS.items()
+        }
+        return {name: future.exception() or future.result() for name, future in futures.items()}
+
+
+def spark_result(spark_runs: dict[str, Any], name: str) -> Any:
+    """The Spark run `name`, or the error it raised, raised here (in its own test)."""
+    result = spark_runs[name]
+    if isinstance(result, BaseException):
+        raise result
+    return result
