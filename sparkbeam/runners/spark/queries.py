@@ -43,7 +43,7 @@ from sparkbeam.runners.spark.observed import model_watermark, observed_fields
 from sparkbeam.runners.spark.paths import paths_of, require_staging, scratch_directory
 from sparkbeam.runners.spark.plan.keys import INVALID_ROWS, ROWS, ChannelKey, MetricKey, Observation
 from sparkbeam.runners.spark.plan.late_filters import Role
-from sparkbeam.runners.spark.plan.queries import is_live, is_replayed, refuse_query
+from sparkbeam.runners.spark.plan.queries import is_live, is_replayed
 from sparkbeam.runners.spark.planning import ancestors, origins_meet
 from sparkbeam.runners.spark.progress import Clock, counted, say
 from sparkbeam.runners.spark.quiet import converting
@@ -352,6 +352,10 @@ class StreamingRun:
     of different `WithWatermark`s meet over live sources, the stage queries
     write to file sinks that the final query reads, and are shared by the
     pipeline's sinks (`LiveStages`; why that is exact: `live_merges`).
+
+    Its target's queries were refused, if at all, before it is made
+    (`plan.refuse_query`: by `p.run()` for a sink, by the result for a
+    collected PCollection).
     """
 
     def __init__(
@@ -372,7 +376,6 @@ class StreamingRun:
         self.trigger = trigger
         self.live_run = live
         """Whether `ReadFiles(streaming=True)` is Spark's own file source (a run with sinks)."""
-        refuse_query(nodes, target, sink is not None, live)
         upstream = ancestors(nodes, target)
         replayed = [nodes[n].label for n in sorted(upstream) if is_replayed(nodes[n], live)]
         self.live = any(is_live(nodes[n], live) for n in upstream)

@@ -149,14 +149,19 @@ class SparkRunner:
             self.started_session = True
         return self._spark
 
+    def _shipped_session(self) -> SparkSession:
+        """The session, with sparkbeam shipped to its Python workers (`ship_package`)."""
+        spark = self.spark
+        if self.ship_package:
+            ship_package(spark)
+        return spark
+
     def _streaming_session(self, pipeline: Pipeline) -> SparkSession:
         """The session of `pipeline`'s streaming run, sparkbeam shipped to it, crowded
         partitions warned of: got at `p.run()` where the run has sinks or the runner has its
         session already, else when a collected PCollection's first query is planned (a run
         refused then starts no Spark)."""
-        spark = self.spark
-        if self.ship_package:
-            ship_package(spark)
+        spark = self._shipped_session()
         if not self.started_session:
             warn_crowded_partitions(spark)
         say("translating %d transforms into Structured Streaming queries", len(pipeline.nodes))
@@ -186,10 +191,9 @@ class SparkRunner:
             if sinks:
                 result.start_sinks(self.checkpoint_location, self.trigger)
             return result
-        if self.ship_package:
-            ship_package(self.spark)
+        spark = self._shipped_session()
         refuse_existing_outputs(pipeline.nodes, self.paths)
-        translation = Translation(self.spark, pipeline.nodes)
+        translation = Translation(spark, pipeline.nodes)
         say("translating %d transforms into a Spark batch job", len(pipeline.nodes))
         translation.run()
         for node, frame in translation.writes:
