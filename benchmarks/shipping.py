@@ -67,7 +67,7 @@ def child(ship: bool) -> None:
     from pyspark.sql import SparkSession
 
     import sparkbeam as sb
-    from sparkbeam.runners.spark import shipping
+    from sparkbeam.runners.spark.session import shipping
 
     spark = (
         SparkSession.builder.master("local[2]")

@@ -16,8 +16,9 @@ from tests.connect_server import ConnectServer, connect_mode
 
 pytest_plugins = ["tests.interrupt", "tests.runners.spark.own_sessions"]
 
-# The Spark runner's progress lines (`runners/spark/progress.py`) stay quiet in the suite, also
-# under `pytest -s` on a terminal; a test that reads them sets the level (caplog.set_level).
+# The Spark runner's progress lines (`runners/spark/execute/progress.py`) stay quiet in the
+# suite, also under `pytest -s` on a terminal; a test that reads them sets the level
+# (caplog.set_level).
 logging.getLogger("sparkbeam").setLevel(logging.WARNING)
 
 settings.register_profile(

@@ -146,9 +146,7 @@ def test_page_runs_on_spark(
 
 def test_blocks_not_run_are_the_listed_ones() -> None:
     shown = {
-        page.name: sum(
-            1 for block in blocks(page) if block.info == "python" and not block.runs
-        )
+        page.name: sum(1 for block in blocks(page) if block.info == "python" and not block.runs)
         for page in PAGES
     }
     assert {name: n for name, n in shown.items() if n} == NOT_RUN
@@ -201,8 +199,11 @@ EXPLICIT_ANCHOR = re.compile(r"\{[^}]*#(?P<id>[\w-]+)[^}]*\}")
 def prose(page: Path) -> str:
     """The page without its fenced code blocks and inline code: what a reader follows."""
     lines = page.read_text(encoding="utf-8").splitlines()
-    fenced = {index for block in blocks(page) for index in
-              range(block.line - 1, block.line + block.source.count("\n") + 1)}
+    fenced = {
+        index
+        for block in blocks(page)
+        for index in range(block.line - 1, block.line + block.source.count("\n") + 1)
+    }
     kept = "\n".join("" if index in fenced else line for index, line in enumerate(lines))
     return INLINE_CODE.sub("", kept)
 
@@ -268,8 +269,9 @@ def broken_link(page: Path, target: str) -> str | None:
 @pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
 def test_links_resolve_inside_the_repository(page: Path) -> None:
     found = links(page)
-    broken = [f"{page.name}: ({target}) {why}" for target in found
-              if (why := broken_link(page, target))]
+    broken = [
+        f"{page.name}: ({target}) {why}" for target in found if (why := broken_link(page, target))
+    ]
     assert not broken, "\n".join(broken)
 
 
@@ -300,8 +302,9 @@ def test_jargon_links_to_its_explanation(page: Path) -> None:
     if page.name == "concepts.md":
         return
     text, targets = prose(page), {target.removeprefix("docs/") for target in links(page)}
-    missing = [section for section, term in JARGON.items()
-               if term.search(text) and section not in targets]
+    missing = [
+        section for section, term in JARGON.items() if term.search(text) and section not in targets
+    ]
     assert not missing, f"{page.name} uses the terms of {missing} without linking there"
 
 
@@ -349,9 +352,24 @@ def test_api_page_shows_each_transforms_parameters(name: str) -> None:
 
 
 # Methods and attributes a user never calls: the pipeline's and the runners' own.
-INTERNAL = {"watermark_rule", "drift_units", "delay_units", "bind", "infer", "default_label",
-            "parameters", "window_keys", "interval_bounds", "output_type", "apply",
-            "live_node_ids", "add_assertion", "info", "snapshot", "of_run"}
+INTERNAL = {
+    "watermark_rule",
+    "drift_units",
+    "delay_units",
+    "bind",
+    "infer",
+    "default_label",
+    "parameters",
+    "window_keys",
+    "interval_bounds",
+    "output_type",
+    "apply",
+    "live_node_ids",
+    "add_assertion",
+    "info",
+    "snapshot",
+    "of_run",
+}
 
 
 def test_api_page_lists_only_what_users_call() -> None:

@@ -176,9 +176,7 @@ def test_the_last_years_of_the_calendar_run_on_spark_streaming(spark_runner: Any
             {"k": "a", "n": 2, "t": last - timedelta(hours=1)},
         ]
     )
-    stream.add_epoch(
-        [{"k": "a", "n": 4, "t": datetime(8030, 6, 1)}, {"k": "a", "n": 8, "t": last}]
-    )
+    stream.add_epoch([{"k": "a", "n": 4, "t": datetime(8030, 6, 1)}, {"k": "a", "n": 8, "t": last}])
     seen = {}
     for runner in (sb.DirectRunner(), spark_runner):
         p = sb.Pipeline(runner=runner)
@@ -279,19 +277,19 @@ def test_windows_at_the_64_bit_bounds_are_exact(runner: Any) -> None:
     two `Session` rows at either end), are the direct runner's on both runners."""
     p = sb.Pipeline(runner=runner)
     schema = {"n": int, "t": int}
-    tumbled = p | "A" >> sb.Create([{"n": 1, "t": INT64_MAX - 9}], schema=schema) | sb.Tumble(
-        "t", 10
+    tumbled = (
+        p | "A" >> sb.Create([{"n": 1, "t": INT64_MAX - 9}], schema=schema) | sb.Tumble("t", 10)
     )
-    hopped = p | "B" >> sb.Create([{"n": 2, "t": -5}], schema=schema) | sb.Hop(
-        "t", INT64_MAX, 2**62
+    hopped = (
+        p | "B" >> sb.Create([{"n": 2, "t": -5}], schema=schema) | sb.Hop("t", INT64_MAX, 2**62)
     )
-    sessions = p | "C" >> sb.Create(
-        [{"n": 3, "t": INT64_MIN}, {"n": 4, "t": INT64_MAX - 10}], schema=schema
-    ) | sb.Session("t", 10)
+    sessions = (
+        p
+        | "C" >> sb.Create([{"n": 3, "t": INT64_MIN}, {"n": 4, "t": INT64_MAX - 10}], schema=schema)
+        | sb.Session("t", 10)
+    )
     out = tumbled.union(hopped, sessions)
-    got = sorted(
-        (row["n"], row["window_start"], row["window_end"]) for row in p.run().collect(out)
-    )
+    got = sorted((row["n"], row["window_start"], row["window_end"]) for row in p.run().collect(out))
     assert got == [
         (1, INT64_MAX - 17, INT64_MAX - 7),
         (2, INT64_MIN, -1),

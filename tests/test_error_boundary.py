@@ -474,7 +474,7 @@ def test_spark_s_parquet_type_mismatch_is_told_from_the_footer_of_the_file_it_na
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from sparkbeam.runners.spark.engine_errors import spark_errors
+    from sparkbeam.runners.spark.session.engine_errors import spark_errors
 
     pq.write_table(pa.table({"n": [1]}), tmp_path / "a.parquet")
     p = sb.Pipeline()
@@ -599,7 +599,7 @@ OverflowError: date value out of range
     ids=["stream-failed", "py4j", "python-worker"],
 )
 def test_spark_errors_are_cut_to_their_first_useful_line(text: str, line: str) -> None:
-    from sparkbeam.runners.spark.engine_errors import spark_line
+    from sparkbeam.runners.spark.session.engine_errors import spark_line
 
     said = spark_line(RuntimeError(text))
     assert line in said, said

@@ -79,8 +79,10 @@ def test_wheel_installs_and_runs_the_example_in_a_clean_environment(tmp_path: Pa
     run([sys.executable, "-m", "venv", "--without-pip", str(venv)], cwd=outside)
     python = venv / "bin" / "python"
     site = Path(
-        run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-            cwd=outside).strip()
+        run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            cwd=outside,
+        ).strip()
     )
     assert site != Path(sysconfig.get_paths()["purelib"])
     (site / "workers.pth").write_text(f"{workers_site_packages()}\n")
@@ -101,7 +103,8 @@ def test_wheel_installs_and_runs_the_example_in_a_clean_environment(tmp_path: Pa
     ]
     assert {r.name for r in spark_extra} >= {"pyspark", "pandas", "pyarrow"}
     unmet = [
-        str(r) for r in spark_extra
+        str(r)
+        for r in spark_extra
         if r.name.lower() not in probe["installed"]
         or not r.specifier.contains(probe["installed"][r.name.lower()], prereleases=True)
     ]

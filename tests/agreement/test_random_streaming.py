@@ -708,7 +708,8 @@ def unjudged_columns(
     """
     import tempfile
 
-    from sparkbeam.runners.spark import queries, streaming
+    from sparkbeam.runners.spark.execute import queries
+    from sparkbeam.runners.spark.translate.context import streaming
 
     translations = []
     directory = tempfile.mkdtemp(prefix="sparkbeam-judges-")

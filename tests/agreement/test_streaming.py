@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import sparkbeam as sb
-from sparkbeam.runners.spark.queries import SIDE_BY_SIDE
+from sparkbeam.runners.spark.execute.queries import SIDE_BY_SIDE
 from tests.agreement.pipelines import row_multiset
 from tests.agreement.streams import STREAM_BUILDERS, file_epochs, orders_stream
 

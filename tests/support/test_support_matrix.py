@@ -36,8 +36,8 @@ from sparkbeam.runners.direct.parallel import ParallelExecutor
 from sparkbeam.runners.shared.refusals import BATCH, DIRECT, LIVE, MODES, PARALLEL, STREAMING
 from sparkbeam.runners.spark import limits as spark_limits
 from sparkbeam.runners.spark import plan
+from sparkbeam.runners.spark.results.streaming_results import SIDE_BY_SIDE
 from sparkbeam.runners.spark.runner import SparkRunner
-from sparkbeam.runners.spark.streaming_results import SIDE_BY_SIDE
 from tests.support.expected import DIRECT_ROWS
 from tests.support.matrix import FEATURES, Feature, Mode, Refused, Runs
 

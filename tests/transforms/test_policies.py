@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 import sparkbeam as sb
-from sparkbeam.runners.spark.queries import SIDE_BY_SIDE
+from sparkbeam.runners.spark.execute.queries import SIDE_BY_SIDE
 
 
 def stream(*epochs: list[dict[str, Any]], schema: Any = None) -> sb.TestStream:

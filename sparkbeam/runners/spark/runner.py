@@ -14,9 +14,12 @@ from sparkbeam.arrow import from_arrow
 from sparkbeam.errors import PipelineError
 from sparkbeam.runners.shared.writes import refuse_existing_outputs, refuse_overlapping_writes
 from sparkbeam.runners.spark import plan
-from sparkbeam.runners.spark.arrow import require_spark_types
-from sparkbeam.runners.spark.engine_errors import spark_errors
-from sparkbeam.runners.spark.options import (
+from sparkbeam.runners.spark.execute.progress import Clock, say, show_progress
+from sparkbeam.runners.spark.parts.arrow import require_spark_types
+from sparkbeam.runners.spark.results.results import SparkResult
+from sparkbeam.runners.spark.results.streaming_results import SparkStreamingResult
+from sparkbeam.runners.spark.session.engine_errors import spark_errors
+from sparkbeam.runners.spark.session.options import (
     check_conf,
     check_location,
     check_master,
@@ -24,20 +27,17 @@ from sparkbeam.runners.spark.options import (
     check_trigger,
     start_failure,
 )
-from sparkbeam.runners.spark.paths import SparkPaths
-from sparkbeam.runners.spark.progress import Clock, say, show_progress
-from sparkbeam.runners.spark.quiet import quiet_session, session_conf
-from sparkbeam.runners.spark.results import SparkResult
-from sparkbeam.runners.spark.sessions import (
+from sparkbeam.runners.spark.session.paths import SparkPaths
+from sparkbeam.runners.spark.session.quiet import quiet_session, session_conf
+from sparkbeam.runners.spark.session.sessions import (
     active_session,
     differing_conf,
     own_conf,
     unapplied_conf,
     warn_crowded_partitions,
 )
-from sparkbeam.runners.spark.shipping import ship_package
-from sparkbeam.runners.spark.streaming_results import SparkStreamingResult
-from sparkbeam.runners.spark.translate import Translation, file_options, nullable
+from sparkbeam.runners.spark.session.shipping import ship_package
+from sparkbeam.runners.spark.translate.context import Translation, file_options, nullable
 from sparkbeam.schema import columns_to_rows
 from sparkbeam.transforms.connectors import ForEachBatch, call_batch
 from sparkbeam.transforms.files import WriteFiles

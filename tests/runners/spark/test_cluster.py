@@ -27,7 +27,7 @@ import pyspark
 import pytest
 
 import sparkbeam as sb
-from sparkbeam.runners.spark import shipping
+from sparkbeam.runners.spark.session import shipping
 from tests.runners.spark import cluster_job
 
 pytestmark = pytest.mark.spark
@@ -186,7 +186,8 @@ def test_the_shipped_zip_brings_what_transform_with_state_needs(tmp_path: Path) 
     code = (
         "import sys\n"
         f"sys.path[1:1] = [{str(tmp_path / 'jar')!r}, {shipping.package_zip()!r}]\n"
-        "import sparkbeam.runners.spark.sort, sparkbeam.runners.spark.python_combine\n"
+        "import sparkbeam.runners.spark.translate.sort\n"
+        "import sparkbeam.runners.spark.translate.python_combine\n"
         "import pyspark.sql.streaming.proto.StateMessage_pb2\n"
         "import google.protobuf, sparkbeam\n"
         "print(sparkbeam.__file__, google.protobuf.__file__)\n"

@@ -1,7 +1,7 @@
 """`runner="spark"` out of the box (issue 22): the session the runner starts fits a local
 master and prints no per-query chatter, only the error (issue 16 item 4,
-`runners/spark/quiet.py`), a session it did not start keeps its settings, and the pipelines a
-new user writes with no options agree with the direct runner.
+`runners/spark/session/quiet.py`), a session it did not start keeps its settings, and the
+pipelines a new user writes with no options agree with the direct runner.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 import sparkbeam as sb
-from sparkbeam.runners.spark.sessions import SHUFFLE_PARTITIONS, local_cores, own_conf
-from sparkbeam.runners.spark.streaming import STATE_STORE
+from sparkbeam.runners.spark.session.sessions import SHUFFLE_PARTITIONS, local_cores, own_conf
+from sparkbeam.runners.spark.translate.streaming import STATE_STORE
 from tests.agreement.pipelines import row_multiset
 from tests.agreement.streams import STREAM_BUILDERS
 from tests.agreement.test_streaming import run as run_stream
@@ -35,7 +35,7 @@ NOISE = (
     "Lost task",
     "terminated with error",
 )
-"""What Spark printed, before `runners/spark/quiet.py`, on a session the runner started."""
+"""What Spark printed, before `runners/spark/session/quiet.py`, on a session the runner started."""
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +120,7 @@ def test_a_session_the_runner_starts_says_what_it_is_doing(
     own_sessions: subprocess.CompletedProcess[str],
 ) -> None:
     """`SparkRunner(progress=True)`: its progress lines on stderr, from starting Spark to each
-    epoch of the replayed stream (`runners/spark/progress.py`)."""
+    epoch of the replayed stream (`runners/spark/execute/progress.py`)."""
     said = [
         line.split(" sparkbeam: ", 1)[1]
         for line in own_sessions.stderr.splitlines()

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import sparkbeam as sb
 from sparkbeam.graph import Node
+from sparkbeam.runners.spark.plan.ancestry import ancestors, origins_meet
 from sparkbeam.runners.spark.plan.late_filters import (
     LateFilter,
     LateFilters,
@@ -16,7 +17,6 @@ from sparkbeam.runners.spark.plan.late_filters import (
     late_filters,
 )
 from sparkbeam.runners.spark.plan.queries import is_live, is_replayed
-from sparkbeam.runners.spark.planning import ancestors, origins_meet
 from sparkbeam.transforms.watermark import WithWatermark
 
 SCHEMA = {"k": str, "t": int, "v": int}

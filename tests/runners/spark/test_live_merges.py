@@ -1,6 +1,6 @@
 """Live merges on Spark: a `Union` and `Join`s of two live file sources, each with its own
 `WithWatermark`, into file sinks, against the direct runner's `ReadFiles(streaming=True)`
-over the same files (`sparkbeam/runners/spark/live_merges.py`).
+over the same files (`sparkbeam/runners/spark/execute/live_merges.py`).
 
 The direct runner takes file `i` of every source as epoch `i`. The tests add
 one file per source, then wait for every query of the chain in order (the
@@ -24,7 +24,7 @@ import pytest
 
 import sparkbeam as sb
 from sparkbeam.runners.spark import limits
-from sparkbeam.runners.spark.streaming_results import WORKER_NOT_BACK
+from sparkbeam.runners.spark.results.streaming_results import WORKER_NOT_BACK
 from tests.agreement.pipelines import row_multiset
 from tests.runners.spark.drivers import ROOT, SESSION, kill_during_batch
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import sparkbeam as sb
-from sparkbeam.runners.spark.paths import require_staging
+from sparkbeam.runners.spark.session.paths import require_staging
 from tests.agreement.pipelines import row_multiset
 from tests.conftest import LAKE
 from tests.runners.spark.test_streaming_production import (

@@ -1,4 +1,4 @@
-"""Where the Spark runner's progress lines show (`runners/spark/progress.py`): the decision
+"""Where the Spark runner's progress lines show (`runners/spark/execute/progress.py`): the decision
 for each `progress=` and set-up of logging, on a logger of its own (no Spark runs)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from sparkbeam.runners.spark import progress
+from sparkbeam.runners.spark.execute import progress
 
 
 @pytest.fixture

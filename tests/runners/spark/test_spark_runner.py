@@ -55,7 +55,7 @@ def assert_clean_message(message: str) -> None:
 
 
 def progress_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
-    """The Spark runner's progress lines `caplog` caught (`runners/spark/progress.py`)."""
+    """The Spark runner's progress lines `caplog` caught (`runners/spark/execute/progress.py`)."""
     return [r.getMessage() for r in caplog.records if r.name == "sparkbeam.spark"]
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from sparkbeam.paths import DriverPaths
-from sparkbeam.runners.spark.live_merges import (
+from sparkbeam.runners.spark.execute.live_merges import (
     StagedFiles,
     committed_offsets,
     delete_unlisted,

@@ -28,8 +28,7 @@ from sparkbeam.arrow import arrow_schema
 from sparkbeam.errors import DataError
 from sparkbeam.graph import Node
 from sparkbeam.runners.spark.exact.judges import INT_TIME_OUTSIDE, INT_TIME_RANGE, SHIFT_MICROS
-from sparkbeam.runners.spark.observed import model_watermark
-from sparkbeam.runners.spark.plan.keys import INVALID_ROWS, Observation
+from sparkbeam.runners.spark.plan.keys import INVALID_ROWS, Observation, model_watermark
 from sparkbeam.transforms.watermark import WithWatermark
 
 

@@ -23,12 +23,9 @@ from pyspark.sql import functions as F
 
 from sparkbeam.graph import Node
 from sparkbeam.runners.spark.exact.late_filter import Late
+from sparkbeam.runners.spark.parts.units import long_literal, units
 from sparkbeam.runners.spark.plan.delays import SHIFT_MICROS, SPARK_LAST_MICROS
 from sparkbeam.runners.spark.plan.judging import JudgeRule, derived_judges
-from sparkbeam.runners.spark.translate import (
-    _long,
-    units,
-)
 
 
 @dataclass(frozen=True)
@@ -84,14 +81,14 @@ def as_spark_time(value: Column, kind: type) -> Column:
     rounds nothing.
     """
     if kind is _dt.datetime:
-        return F.timestamp_micros(F.unix_micros(value) + _long(SHIFT_MICROS))
-    return F.timestamp_millis(value + _long(SHIFT_MICROS // 1000))
+        return F.timestamp_micros(F.unix_micros(value) + long_literal(SHIFT_MICROS))
+    return F.timestamp_millis(value + long_literal(SHIFT_MICROS // 1000))
 
 
 def _plus(value: Column, kind: type, amount: int) -> Column:
     if kind is _dt.datetime:
-        return F.timestamp_micros(units(value, kind) + _long(amount))
-    return value + _long(amount)
+        return F.timestamp_micros(units(value, kind) + long_literal(amount))
+    return value + long_literal(amount)
 
 
 def own_judge(kind: type) -> Judge:

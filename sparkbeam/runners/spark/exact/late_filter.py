@@ -13,7 +13,7 @@ input partition only to run it.
 Where the runner feeds a `WithWatermark` straight from a replayed source, it
 knows before writing epoch `i` the watermark every row of it is judged by:
 the model's, from the largest event time the query counted through epoch
-`i - 1` (`observed.model_watermark`). It writes that watermark into the epoch
+`i - 1` (`plan.keys.model_watermark`). It writes that watermark into the epoch
 file as a column of the source's rows (`epochs.Channel.marks`), and the
 filter is a plain comparison with it (`epoch_watermark_filter`): no state,
 no shuffle. Spark's stateful operators downstream judge by the same value (a
@@ -44,8 +44,8 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 
 from sparkbeam.derivation import Step, apply_steps
-from sparkbeam.runners.spark.arrow import spark_schema
-from sparkbeam.runners.spark.keyed_state import (
+from sparkbeam.runners.spark.parts.arrow import spark_schema
+from sparkbeam.runners.spark.parts.keyed_state import (
     KEY,
     as_longs,
     as_times,

@@ -10,8 +10,12 @@ query's checkpoint holds and a restart from it reads back, and the channel names
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
+
+from sparkbeam.graph import Node
+from sparkbeam.transforms.watermark import WithWatermark
 
 LATEST = "latest"
 """Observed fields named so hold the largest value over micro-batches, not the sum."""
@@ -123,3 +127,12 @@ class ChannelKey:
             return None
         kind, node_id = match.groups()
         return cls(kind, int(node_id))  # type: ignore[arg-type]
+
+
+def model_watermark(node: Node, metrics: Mapping[str, Any]) -> int | None:
+    """The model's watermark of a `WithWatermark` node (in its column's units) from the largest
+    event time its query counted on its input (`in_<id>.latest`), or None before any."""
+    transform = node.transform
+    assert isinstance(transform, WithWatermark)
+    latest = metrics.get(Observation("in", node.id).latest())
+    return None if latest is None else transform.watermark_function(node.info.schema)(latest)

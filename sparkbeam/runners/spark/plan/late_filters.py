@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sparkbeam.graph import Node
-from sparkbeam.runners.spark.planning import stateful_depth
+from sparkbeam.runners.spark.plan.ancestry import stateful_depth
 from sparkbeam.transforms.watermark import WithWatermark
 
 EPOCH_WATERMARK = "__sparkbeam_wm"

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from sparkbeam.graph import Node
 from sparkbeam.runners.shared.alignment import AlignmentGraph
 from sparkbeam.runners.spark import limits
-from sparkbeam.runners.spark.planning import ancestors, origins_meet
+from sparkbeam.runners.spark.plan.ancestry import ancestors, origins_meet
 from sparkbeam.transforms.connectors import ReadFromSpark
 from sparkbeam.transforms.files import ReadFiles
 from sparkbeam.transforms.late import DroppedRows

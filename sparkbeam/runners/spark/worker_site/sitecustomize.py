@@ -1,5 +1,5 @@
 """Imported by every Python process a session the Spark runner started launches (its directory
-is on their `PYTHONPATH`: `sparkbeam.runners.spark.quiet`).
+is on their `PYTHONPATH`: `sparkbeam.runners.spark.session.quiet`).
 
 pyspark's `transform_with_state_driver_worker` prints progress lines to stdout, which the JVM
 copies to the user's terminal; they are dropped here, with the blank line each print adds.

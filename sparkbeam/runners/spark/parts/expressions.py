@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from sparkbeam.runners.spark.python_functions import fail_when
+from sparkbeam.runners.spark.parts.python_functions import fail_when
 from sparkbeam.schema import INT64_MAX, INT64_MIN, Schema
 from sparkbeam.time import MAX_MICROS, MIN_MICROS, to_micros
 from sparkbeam.transforms import expressions as ex

@@ -12,15 +12,15 @@ from pyspark.sql import functions as F
 
 from sparkbeam.graph import Node
 from sparkbeam.runners.spark import limits
-from sparkbeam.runners.spark.arrow import spark_schema
 from sparkbeam.runners.spark.exact.judges import Judge
 from sparkbeam.runners.spark.exact.late_filter import late_against_current_watermark
 from sparkbeam.runners.spark.exact.late_rows import not_late_at_merge
+from sparkbeam.runners.spark.parts.arrow import spark_schema
 from sparkbeam.runners.spark.plan import merges as plan_merges
 from sparkbeam.runners.spark.plan.keys import ROWS, Observation
 from sparkbeam.runners.spark.plan.late_filters import LateFilters
 from sparkbeam.runners.spark.plan.origins import merges_chained_origins
-from sparkbeam.runners.spark.translate import (
+from sparkbeam.runners.spark.translate.context import (
     join_output,
 )
 from sparkbeam.schema import Schema

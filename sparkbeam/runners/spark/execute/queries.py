@@ -23,32 +23,39 @@ from sparkbeam.arrow import from_arrow, to_arrow
 from sparkbeam.graph import Node
 from sparkbeam.paths import join, read_text
 from sparkbeam.runners.shared.alignment import AlignmentGraph
-from sparkbeam.runners.spark.engine_errors import spark_errors
-from sparkbeam.runners.spark.epochs import (
+from sparkbeam.runners.spark.exact.fed import FedWatermark
+from sparkbeam.runners.spark.exact.judges import Judge
+from sparkbeam.runners.spark.execute.epochs import (
     Channel,
     SourceEpochs,
     epoch_count,
     put_sentinel,
 )
-from sparkbeam.runners.spark.exact.fed import FedWatermark
-from sparkbeam.runners.spark.exact.judges import Judge
-from sparkbeam.runners.spark.live import Sink
-from sparkbeam.runners.spark.live_merges import (
+from sparkbeam.runners.spark.execute.live_merges import (
     StagedFiles,
     delete_unlisted,
     slug,
     stage_sink,
 )
-from sparkbeam.runners.spark.observed import model_watermark, observed_fields
-from sparkbeam.runners.spark.paths import paths_of, require_staging, scratch_directory
-from sparkbeam.runners.spark.plan.keys import INVALID_ROWS, ROWS, ChannelKey, MetricKey, Observation
+from sparkbeam.runners.spark.execute.progress import Clock, counted, say
+from sparkbeam.runners.spark.plan.ancestry import ancestors, origins_meet
+from sparkbeam.runners.spark.plan.keys import (
+    INVALID_ROWS,
+    ROWS,
+    ChannelKey,
+    MetricKey,
+    Observation,
+    model_watermark,
+)
 from sparkbeam.runners.spark.plan.late_filters import Role
 from sparkbeam.runners.spark.plan.queries import is_live, is_replayed
-from sparkbeam.runners.spark.planning import ancestors, origins_meet
-from sparkbeam.runners.spark.progress import Clock, counted, say
-from sparkbeam.runners.spark.quiet import converting
-from sparkbeam.runners.spark.shipping import is_connect
-from sparkbeam.runners.spark.streaming import MAX_POLICY, StreamingTranslation
+from sparkbeam.runners.spark.session.engine_errors import spark_errors
+from sparkbeam.runners.spark.session.paths import paths_of, require_staging, scratch_directory
+from sparkbeam.runners.spark.session.quiet import converting
+from sparkbeam.runners.spark.session.shipping import is_connect
+from sparkbeam.runners.spark.translate.live import Sink
+from sparkbeam.runners.spark.translate.observed import observed_fields
+from sparkbeam.runners.spark.translate.streaming import MAX_POLICY, StreamingTranslation
 from sparkbeam.schema import columns_to_rows
 from sparkbeam.transforms.watermark import WithWatermark
 

@@ -20,13 +20,6 @@ from pyspark.sql import functions as F
 
 from sparkbeam.graph import EdgeInfo, Node
 from sparkbeam.runners.spark import limits
-from sparkbeam.runners.spark.arrow import spark_schema
-from sparkbeam.runners.spark.epochs import (
-    SENTINEL,
-    Channel,
-    EpochFeed,
-    SourceEpochs,
-)
 from sparkbeam.runners.spark.exact.judges import (
     INT_TIME_OUTSIDE,
     INT_TIME_RANGE,
@@ -41,16 +34,16 @@ from sparkbeam.runners.spark.exact.judges import (
 )
 from sparkbeam.runners.spark.exact.late_filter import late_against_current_watermark
 from sparkbeam.runners.spark.exact.late_rows import filter_late_rows
-from sparkbeam.runners.spark.live import live_files
-from sparkbeam.runners.spark.live_merges import staged_rows
-from sparkbeam.runners.spark.merges import (
-    judged_sides,
-    may_idle,
-    not_late,
-    require_separable_origins,
+from sparkbeam.runners.spark.execute.epochs import (
+    SENTINEL,
+    Channel,
+    EpochFeed,
+    SourceEpochs,
 )
-from sparkbeam.runners.spark.observed import COUNTS_FROM_INPUT, Derive, observed
-from sparkbeam.runners.spark.paths import paths_of
+from sparkbeam.runners.spark.execute.live_merges import staged_rows
+from sparkbeam.runners.spark.parts.arrow import spark_schema
+from sparkbeam.runners.spark.parts.python_functions import fail_when
+from sparkbeam.runners.spark.parts.units import units
 from sparkbeam.runners.spark.plan.delays import long_delay
 from sparkbeam.runners.spark.plan.keys import (
     INVALID_ROWS,
@@ -65,20 +58,27 @@ from sparkbeam.runners.spark.plan.merges import join_keys_apart, union_columns_a
 from sparkbeam.runners.spark.plan.origins import redefines_watermark
 from sparkbeam.runners.spark.plan.phases import STREAMING_TRANSLATED, refuse_untranslated
 from sparkbeam.runners.spark.plan.queries import is_replayed
-from sparkbeam.runners.spark.python_combine import combine_stream
-from sparkbeam.runners.spark.python_functions import fail_when
-from sparkbeam.runners.spark.session_groups import session_groups
-from sparkbeam.runners.spark.session_windows import session_stream
-from sparkbeam.runners.spark.sort import sort_stream
-from sparkbeam.runners.spark.translate import (
+from sparkbeam.runners.spark.session.paths import paths_of
+from sparkbeam.runners.spark.translate.context import (
     TRANSLATORS,
     Translation,
     _aggregate,
     join_output,
     session_in_range,
     translating,
-    units,
 )
+from sparkbeam.runners.spark.translate.live import live_files
+from sparkbeam.runners.spark.translate.merges import (
+    judged_sides,
+    may_idle,
+    not_late,
+    require_separable_origins,
+)
+from sparkbeam.runners.spark.translate.observed import COUNTS_FROM_INPUT, Derive, observed
+from sparkbeam.runners.spark.translate.python_combine import combine_stream
+from sparkbeam.runners.spark.translate.session_groups import session_groups
+from sparkbeam.runners.spark.translate.session_windows import session_stream
+from sparkbeam.runners.spark.translate.sort import sort_stream
 from sparkbeam.schema import INT64_MIN, Schema
 from sparkbeam.transforms.combine import AggregateFn, CombinePerKey
 from sparkbeam.transforms.connectors import ForEachBatch, ReadFromSpark

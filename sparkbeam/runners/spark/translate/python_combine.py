@@ -25,8 +25,8 @@ from pyspark.sql.streaming.stateful_processor import (
 
 from sparkbeam.errors import DataError
 from sparkbeam.runners.shared.accumulators import accumulators_for
-from sparkbeam.runners.spark.arrow import spark_schema
-from sparkbeam.runners.spark.keyed_state import (
+from sparkbeam.runners.spark.parts.arrow import spark_schema
+from sparkbeam.runners.spark.parts.keyed_state import (
     RELEASE,
     as_longs,
     as_times,
@@ -36,7 +36,7 @@ from sparkbeam.runners.spark.keyed_state import (
     transform_with_state,
     with_release,
 )
-from sparkbeam.runners.spark.python_functions import DATA_ERROR_MARK
+from sparkbeam.runners.spark.session.engine_errors import DATA_ERROR_MARK
 from sparkbeam.schema import Schema
 
 

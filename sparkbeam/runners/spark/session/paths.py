@@ -41,8 +41,8 @@ from sparkbeam.paths import (
     join,
     scheme,
 )
-from sparkbeam.runners.spark.sessions import local_cores, master_of
-from sparkbeam.runners.spark.shipping import is_connect
+from sparkbeam.runners.spark.session.sessions import local_cores, master_of
+from sparkbeam.runners.spark.session.shipping import is_connect
 
 
 def _jvm_of(spark: SparkSession) -> Any:

@@ -17,22 +17,22 @@ from sparkbeam.paths import join
 from sparkbeam.results import ResultViews
 from sparkbeam.runners.shared.alignment import AlignmentGraph
 from sparkbeam.runners.shared.writes import refuse_existing_output
-from sparkbeam.runners.spark.engine_errors import spark_errors
 from sparkbeam.runners.spark.exact.judges import Judge
-from sparkbeam.runners.spark.live import sink_of
-from sparkbeam.runners.spark.live_merges import slug
-from sparkbeam.runners.spark.observed import derived_watermarks, streaming_watermarks
-from sparkbeam.runners.spark.plan.keys import INVALID_ROWS, ROWS, MetricKey, Observation
-from sparkbeam.runners.spark.plan.queries import refuse_query
-from sparkbeam.runners.spark.planning import ancestors
-from sparkbeam.runners.spark.progress import counted, say
-from sparkbeam.runners.spark.queries import (
+from sparkbeam.runners.spark.execute.live_merges import slug
+from sparkbeam.runners.spark.execute.progress import counted, say
+from sparkbeam.runners.spark.execute.queries import (
     SIDE_BY_SIDE,
     LiveStages,
     ReplayedStages,
     StreamingRun,
     replay,
 )
+from sparkbeam.runners.spark.plan.ancestry import ancestors
+from sparkbeam.runners.spark.plan.keys import INVALID_ROWS, ROWS, MetricKey, Observation
+from sparkbeam.runners.spark.plan.queries import refuse_query
+from sparkbeam.runners.spark.session.engine_errors import spark_errors
+from sparkbeam.runners.spark.translate.live import sink_of
+from sparkbeam.runners.spark.translate.observed import derived_watermarks, streaming_watermarks
 from sparkbeam.schema import Row
 from sparkbeam.transforms.connectors import ForEachBatch
 from sparkbeam.transforms.files import WriteFiles

@@ -38,9 +38,11 @@ from typing import Any
 
 from pyspark.logger import PySparkLogger
 
-from sparkbeam.runners.spark.sessions import local_cores
+from sparkbeam.runners.spark.session.sessions import local_cores
 
-WORKER_SITE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker_site")
+WORKER_SITE = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "worker_site"
+)
 """The directory whose `sitecustomize` quiets the `transformWithState` planning worker."""
 
 QUERY_END = "org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution"

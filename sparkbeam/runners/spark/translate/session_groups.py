@@ -31,8 +31,8 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 
 from sparkbeam.runners.shared.accumulators import accumulators_for
-from sparkbeam.runners.spark.arrow import spark_schema
-from sparkbeam.runners.spark.keyed_state import (
+from sparkbeam.runners.spark.parts.arrow import spark_schema
+from sparkbeam.runners.spark.parts.keyed_state import (
     HeldRows,
     as_longs,
     as_times,
@@ -40,7 +40,7 @@ from sparkbeam.runners.spark.keyed_state import (
     held_schema,
     transform_with_state,
 )
-from sparkbeam.runners.spark.session_windows import held_input
+from sparkbeam.runners.spark.translate.session_windows import held_input
 from sparkbeam.schema import Schema
 from sparkbeam.transforms.windows import WINDOW_END, WINDOW_START
 

@@ -106,8 +106,8 @@ from pyspark.sql import DataFrame, SparkSession
 
 from sparkbeam.graph import Node
 from sparkbeam.paths import Paths, is_local, join, normalised, read_text
-from sparkbeam.runners.spark.arrow import spark_schema
-from sparkbeam.runners.spark.live import Sink
+from sparkbeam.runners.spark.parts.arrow import spark_schema
+from sparkbeam.runners.spark.translate.live import Sink
 from sparkbeam.transforms.files import SINK_LOG, committed_files
 
 

@@ -23,8 +23,8 @@ from sparkbeam.arrow import arrow_schema, to_arrow
 from sparkbeam.graph import Node
 from sparkbeam.paths import Paths, join
 from sparkbeam.runners.shared.files import read_file
-from sparkbeam.runners.spark.arrow import spark_schema
 from sparkbeam.runners.spark.exact.judges import FAR_FUTURE_INT
+from sparkbeam.runners.spark.parts.arrow import spark_schema
 from sparkbeam.runners.spark.plan.delays import FAR_FUTURE_MICROS
 from sparkbeam.schema import Columns, Schema, rows_to_columns
 from sparkbeam.transforms.files import ReadFiles, data_files

@@ -15,9 +15,9 @@ from sparkbeam.errors import PipelineError
 from sparkbeam.graph import Node
 from sparkbeam.metrics import PipelineMetrics, TransformMetrics
 from sparkbeam.results import ResultViews
-from sparkbeam.runners.spark.engine_errors import spark_errors
-from sparkbeam.runners.spark.progress import say
-from sparkbeam.runners.spark.translate import Translation
+from sparkbeam.runners.spark.execute.progress import say
+from sparkbeam.runners.spark.session.engine_errors import spark_errors
+from sparkbeam.runners.spark.translate.context import Translation
 from sparkbeam.schema import Row, columns_to_rows
 from sparkbeam.time import ONE_MICROSECOND, from_micros
 from sparkbeam.transforms.join import Join

@@ -25,7 +25,7 @@ from pyspark.sql.streaming.stateful_processor import (
     TimerValues,
 )
 
-from sparkbeam.runners.spark.shipping import use_shipped_protobuf
+from sparkbeam.runners.spark.session.shipping import use_shipped_protobuf
 from sparkbeam.schema import Schema, list_element, list_of
 
 use_shipped_protobuf()  # a vanilla worker's Python may lack what transformWithState needs

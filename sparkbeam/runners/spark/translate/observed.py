@@ -14,12 +14,9 @@ from pyspark.sql import functions as F
 from sparkbeam.graph import Node
 from sparkbeam.runners.spark.exact.judges import Judge
 from sparkbeam.runners.spark.exact.late_filter import mark as mark_of
+from sparkbeam.runners.spark.parts.units import units
 from sparkbeam.runners.spark.plan.keys import ROWS, Observation, latest_field
-from sparkbeam.runners.spark.translate import (
-    units,
-)
 from sparkbeam.time import MAX_MICROS, MIN_MICROS, ONE_MICROSECOND, from_micros, to_micros
-from sparkbeam.transforms.watermark import WithWatermark
 from sparkbeam.transforms.windows import WINDOW_END, WINDOW_START, Tumble
 
 
@@ -123,15 +120,6 @@ def streaming_watermarks(
             if latest is not None:
                 lags[column] = latest - value
     return watermarks, lags
-
-
-def model_watermark(node: Node, metrics: Mapping[str, Any]) -> int | None:
-    """The model's watermark of a `WithWatermark` node (in its column's units) from the largest
-    event time its query counted on its input (`in_<id>.latest`), or None before any."""
-    transform = node.transform
-    assert isinstance(transform, WithWatermark)
-    latest = metrics.get(Observation("in", node.id).latest())
-    return None if latest is None else transform.watermark_function(node.info.schema)(latest)
 
 
 def derived_watermarks(

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import datetime as _dt
 import functools
 import io
 from collections.abc import Callable, Iterator, Sequence
@@ -38,24 +37,25 @@ from sparkbeam.errors import DataError, PipelineError
 from sparkbeam.graph import Node
 from sparkbeam.paths import Paths
 from sparkbeam.runners.spark import limits
-from sparkbeam.runners.spark.arrow import (
+from sparkbeam.runners.spark.parts.arrow import (
     exact_microseconds,
     nanosecond_columns,
     read_schema,
     require_spark_types,
     spark_schema,
 )
-from sparkbeam.runners.spark.engine_errors import spark_errors
-from sparkbeam.runners.spark.expressions import Compiler
-from sparkbeam.runners.spark.paths import paths_of
-from sparkbeam.runners.spark.plan.phases import TRANSLATED, refuse_untranslated
-from sparkbeam.runners.spark.python_functions import (
+from sparkbeam.runners.spark.parts.expressions import Compiler
+from sparkbeam.runners.spark.parts.python_functions import (
     combine_groups,
     fail_when,
     filter_batches,
     flat_map_batches,
     map_batches,
 )
+from sparkbeam.runners.spark.parts.units import from_units, long_literal, units
+from sparkbeam.runners.spark.plan.phases import TRANSLATED, refuse_untranslated
+from sparkbeam.runners.spark.session.engine_errors import spark_errors
+from sparkbeam.runners.spark.session.paths import paths_of
 from sparkbeam.schema import Schema, rows_to_columns
 from sparkbeam.transforms.combine import (
     AggregateFn,
@@ -138,19 +138,6 @@ def translating(node: Node) -> Iterator[None]:
     naming it (`engine_errors.spark_errors`, with `node` as the target)."""
     with spark_errors((node,), node):
         yield
-
-
-def _long(value: int) -> Column:
-    return F.lit(value).cast("long")
-
-
-def units(column: Column, kind: type) -> Column:
-    """A time column as integers: microseconds for timestamps."""
-    return F.unix_micros(column) if kind is _dt.datetime else column
-
-
-def from_units(value: Column, kind: type) -> Column:
-    return F.timestamp_micros(value) if kind is _dt.datetime else value
 
 
 def _input_schema(translation: Translation, node: Node, port: int = 0) -> Schema:
@@ -303,7 +290,9 @@ def _window_in_range(
     slide exceeds its size leaves gaps)."""
     low, high, words = bounds
     end = F.try_add(last, size)
-    outside = start.isNull() | end.isNull() | (start < _long(low)) | (end > _long(high))
+    outside = (
+        start.isNull() | end.isNull() | (start < long_literal(low)) | (end > long_literal(high))
+    )
     if windows is not None:
         outside = windows & outside
     return fail_when(outside, start, label, schema, words)
@@ -322,7 +311,7 @@ def session_in_range(
     end is its last row's time plus the gap, its start a row's time; as the direct runner)."""
     kind = schema.type_of(column)
     _, high, words = bounds
-    outside = units(F.col(column), kind) > _long(high - gap)
+    outside = units(F.col(column), kind) > long_literal(high - gap)
     return frame.withColumn(column, fail_when(outside, F.col(column), label, schema, words))
 
 
@@ -451,7 +440,7 @@ def tumble(translation: Translation, node: Node, inputs: Sequence[DataFrame]) ->
     kind = schema.type_of(transform.column)
     spec = transform.spec(schema, node.label)
     t = units(F.col(transform.column), kind)
-    size = _long(spec.size)
+    size = long_literal(spec.size)
     start = F.try_subtract(t, _below_window_start(t, spec.offset, size))
     bounds = translation.window_bounds(kind)
     start = _window_in_range(start, start, size, bounds, node.label, schema)
@@ -472,7 +461,7 @@ def _below_window_start(t: Column, offset: int, slide: Column) -> Column:
     """How far `t` lies past the latest window start at or before it (`offset + k * slide`,
     `0 <= offset < slide`): `pmod(t - offset, slide)`, without computing `t - offset`, which
     can leave 64 bits."""
-    return F.pmod(F.pmod(t, slide) - _long(offset), slide)
+    return F.pmod(F.pmod(t, slide) - long_literal(offset), slide)
 
 
 @translates(Hop)
@@ -482,12 +471,12 @@ def hop(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> Da
     schema = _input_schema(translation, node)
     kind = schema.type_of(transform.column)
     spec = transform.spec(schema, node.label)
-    size, slide = _long(spec.size), _long(spec.slide)
+    size, slide = long_literal(spec.size), long_literal(spec.slide)
     t = units(F.col(transform.column), kind)
     below = _below_window_start(t, spec.offset, slide)
     last = F.try_subtract(t, below)
     # the windows holding t start at last, last - slide, ..., down to the first after t - size
-    reach = size - _long(1) - below
+    reach = size - long_literal(1) - below
     first = F.try_subtract(last, F.call_function("div", reach, slide) * slide)
     bounds = translation.window_bounds(kind)
     first = _window_in_range(first, last, size, bounds, node.label, schema, reach >= 0)
@@ -581,7 +570,7 @@ def session(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -
     schema = _input_schema(translation, node)
     kind = schema.type_of(transform.column)
     gap_units = transform.gap_units(schema, node.label)
-    gap = _long(gap_units)
+    gap = long_literal(gap_units)
     t = units(F.col(transform.column), kind)
     keys = list(transform.keys)
     ordered = Window.partitionBy(*keys).orderBy(t)
@@ -626,7 +615,9 @@ def join(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> D
         kind = left_schema.type_of(transform.times[0])
         lt = units(F.col(f"__l_{transform.times[0]}"), kind)
         rt = units(F.col(f"__r_{transform.times[1]}"), kind)
-        condition = condition & (lt + _long(bounds[0]) <= rt) & (rt <= lt + _long(bounds[1]))
+        condition = (
+            condition & (lt + long_literal(bounds[0]) <= rt) & (rt <= lt + long_literal(bounds[1]))
+        )
     how = {"inner": "inner", "left": "left_outer", "right": "right_outer", "full": "full_outer"}
     joined = left.join(right, condition, how[transform.how])
     return joined.select(*join_output(transform, left_schema, right_schema, node.label))

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pyspark.sql import SparkSession
 
 from sparkbeam.errors import PipelineError
-from sparkbeam.runners.spark.shipping import is_connect
+from sparkbeam.runners.spark.session.shipping import is_connect
 from sparkbeam.time import parse_interval
 
 _MASTER = re.compile(

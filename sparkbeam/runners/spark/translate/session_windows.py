@@ -21,8 +21,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import ExpiredTimerInfo, TimerValues
 
-from sparkbeam.runners.spark.arrow import spark_schema
-from sparkbeam.runners.spark.keyed_state import (
+from sparkbeam.runners.spark.parts.arrow import spark_schema
+from sparkbeam.runners.spark.parts.keyed_state import (
     ORDER,
     HeldRows,
     as_longs,

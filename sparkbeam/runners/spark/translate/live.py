@@ -13,10 +13,10 @@ from sparkbeam.arrow import from_arrow
 from sparkbeam.graph import Node
 from sparkbeam.paths import Paths
 from sparkbeam.runners.spark import limits
-from sparkbeam.runners.spark.arrow import nanosecond_columns, spark_schema
-from sparkbeam.runners.spark.paths import paths_of
-from sparkbeam.runners.spark.python_functions import PIPELINE_ERROR_MARK
-from sparkbeam.runners.spark.translate import (
+from sparkbeam.runners.spark.parts.arrow import nanosecond_columns, spark_schema
+from sparkbeam.runners.spark.session.engine_errors import PIPELINE_ERROR_MARK
+from sparkbeam.runners.spark.session.paths import paths_of
+from sparkbeam.runners.spark.translate.context import (
     connector_frame,
     file_options,
     files_schema,

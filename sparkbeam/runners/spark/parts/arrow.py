@@ -17,7 +17,7 @@ from sparkbeam.errors import DataError
 from sparkbeam.paths import Paths, is_local, normalised
 from sparkbeam.runners.shared.files import finer_than_a_microsecond
 from sparkbeam.runners.spark import limits
-from sparkbeam.runners.spark.python_functions import DATA_ERROR_MARK
+from sparkbeam.runners.spark.session.engine_errors import DATA_ERROR_MARK
 from sparkbeam.schema import Schema, list_element, type_name
 from sparkbeam.transforms.combine import AggregateFn, CombinePerKey
 from sparkbeam.transforms.elementwise import RowFunction

@@ -30,10 +30,16 @@ from sparkbeam.errors import (
 from sparkbeam.graph import Node
 from sparkbeam.paths import DRIVER, base_name, contains, is_local, join, local_path, normalised
 from sparkbeam.runners.shared.files import read_file
-from sparkbeam.runners.spark.python_functions import DATA_ERROR_MARK, PIPELINE_ERROR_MARK
 from sparkbeam.schema import INT64_MAX, INT64_MIN
 from sparkbeam.transforms.combine import CombineFn, CombinePerKey, Sum
 from sparkbeam.transforms.files import ReadFiles, data_files, parquet_footer, parquet_mismatch
+
+DATA_ERROR_MARK = "sparkbeam.DataError: "
+"""What a `DataError` raised in a Spark job starts with (`parts.python_functions.fail_when`)."""
+
+PIPELINE_ERROR_MARK = "sparkbeam.PipelineError: "
+"""What a `PipelineError` raised in a Python worker starts with
+(`parts.python_functions.guarded`)."""
 
 _PIPELINE_ERROR = re.compile(
     re.escape(PIPELINE_ERROR_MARK) + r"(.*?)(?:\s*SQLSTATE: \w+)*\s*$", re.M

@@ -20,11 +20,10 @@ from pyspark.sql import functions as F
 from sparkbeam.arrow import batch_of, from_arrow
 from sparkbeam.errors import DataError, PipelineError, described, unexpected
 from sparkbeam.runners.shared.accumulators import accumulators_for
+from sparkbeam.runners.spark.session.engine_errors import DATA_ERROR_MARK, PIPELINE_ERROR_MARK
 from sparkbeam.schema import Columns, Row, Schema, columns_to_rows, rows_to_columns
 from sparkbeam.transforms.elementwise import broken_keeps
 from sparkbeam.transforms.flat import flat_rows
-
-DATA_ERROR_MARK = "sparkbeam.DataError: "
 
 
 def fail_when(condition: Column, value: Column, label: str, schema: Schema, message: str) -> Column:
@@ -33,9 +32,6 @@ def fail_when(condition: Column, value: Column, label: str, schema: Schema, mess
     row = F.to_json(F.struct(*[F.col(name) for name in schema.names]))
     text = F.concat(F.lit(f"{DATA_ERROR_MARK}{label}: {message}. The row: "), row)
     return F.when(condition, F.raise_error(text)).otherwise(value)
-
-
-PIPELINE_ERROR_MARK = "sparkbeam.PipelineError: "
 
 
 @contextlib.contextmanager
