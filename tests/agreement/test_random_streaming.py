@@ -708,8 +708,7 @@ def unjudged_columns(
     """
     import tempfile
 
-    from sparkbeam.runners.spark.execute import queries
-    from sparkbeam.runners.spark.translate.context import streaming
+    from sparkbeam.runners.spark.execute import queries, streaming
 
     translations = []
     directory = tempfile.mkdtemp(prefix="sparkbeam-judges-")

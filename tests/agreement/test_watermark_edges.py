@@ -15,8 +15,8 @@ import pytest
 
 import sparkbeam as sb
 from sparkbeam.runners.spark.execute.queries import StreamingRun
+from sparkbeam.runners.spark.execute.streaming import ONE_WATERMARK, StreamingTranslation
 from sparkbeam.runners.spark.plan.late_filters import Strategy
-from sparkbeam.runners.spark.translate.streaming import ONE_WATERMARK, StreamingTranslation
 from tests.agreement.pipelines import row_multiset
 from tests.agreement.streams import StreamOutputs
 from tests.agreement.test_streaming import assert_agree_epoch_by_epoch

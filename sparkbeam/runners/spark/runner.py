@@ -37,7 +37,8 @@ from sparkbeam.runners.spark.session.sessions import (
     warn_crowded_partitions,
 )
 from sparkbeam.runners.spark.session.shipping import ship_package
-from sparkbeam.runners.spark.translate.context import Translation, file_options, nullable
+from sparkbeam.runners.spark.translate.families import Translation
+from sparkbeam.runners.spark.translate.sources import file_options, nullable
 from sparkbeam.schema import columns_to_rows
 from sparkbeam.transforms.connectors import ForEachBatch, call_batch
 from sparkbeam.transforms.files import WriteFiles

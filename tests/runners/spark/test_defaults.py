@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 import sparkbeam as sb
+from sparkbeam.runners.spark.execute.streaming import STATE_STORE
 from sparkbeam.runners.spark.session.sessions import SHUFFLE_PARTITIONS, local_cores, own_conf
-from sparkbeam.runners.spark.translate.streaming import STATE_STORE
 from tests.agreement.pipelines import row_multiset
 from tests.agreement.streams import STREAM_BUILDERS
 from tests.agreement.test_streaming import run as run_stream

@@ -357,8 +357,7 @@ def test_a_delay_beyond_spark_time_is_refused(kind: object) -> None:
 def test_translators_have_the_plan_s_kinds() -> None:
     """The plan's translated transforms are the translators' (no transform refused that a
     translator takes, none let through that none takes)."""
-    from sparkbeam.runners.spark.translate.context import TRANSLATORS
-    from sparkbeam.runners.spark.translate.streaming import STREAMING_TRANSLATORS
+    from sparkbeam.runners.spark.translate.families import STREAMING_TRANSLATORS, TRANSLATORS
 
     assert set(TRANSLATORS) == plan.phases.TRANSLATED
     assert set(STREAMING_TRANSLATORS) == plan.phases.STREAMING_TRANSLATED

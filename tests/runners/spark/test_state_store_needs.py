@@ -10,7 +10,8 @@ import sparkbeam as sb
 from sparkbeam.graph import Node
 from sparkbeam.runners.spark.plan.ancestry import ancestors
 from sparkbeam.runners.spark.plan.late_filters import LateFilters, Query, late_filters
-from sparkbeam.runners.spark.translate.streaming import STATE_STORE_NEEDS, needs_state_store
+from sparkbeam.runners.spark.translate.context import needs_state_store
+from sparkbeam.runners.spark.translate.families import STATE_STORE_NEEDS
 from sparkbeam.transforms.sort import Sort
 from sparkbeam.transforms.windows import Session
 

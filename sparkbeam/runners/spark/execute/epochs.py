@@ -26,12 +26,10 @@ from sparkbeam.runners.shared.files import read_file
 from sparkbeam.runners.spark.exact.judges import FAR_FUTURE_INT
 from sparkbeam.runners.spark.parts.arrow import spark_schema
 from sparkbeam.runners.spark.plan.delays import FAR_FUTURE_MICROS
+from sparkbeam.runners.spark.translate.watermark import SENTINEL
 from sparkbeam.schema import Columns, Schema, rows_to_columns
 from sparkbeam.transforms.files import ReadFiles, data_files
 from sparkbeam.transforms.sources import Create, TestStreamSource
-
-SENTINEL = "__sparkbeam_end"
-
 
 CHANNEL = "__sparkbeam_channel"
 

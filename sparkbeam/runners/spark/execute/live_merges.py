@@ -17,7 +17,7 @@ final query's feed itself; live, nobody holds an epoch in hand, so:
 - the final query reads each stage's `rows` as a file stream (`staged_rows`:
   Spark's file source lists a file sink's output through that metadata log,
   so it sees only committed batches, each whole), declares the origin's
-  watermark again on them (`streaming.restamp`, the same column and delay),
+  watermark again on them (`translate.watermark.restamp`, the same column and delay),
   and merges as over replayed sources (`union`/`join` translators,
   `merges`), writing into the user's sink with its own checkpoint;
 - the stage queries of one pipeline are shared by all its sinks
@@ -29,7 +29,7 @@ final query's feed itself; live, nobody holds an epoch in hand, so:
 Why it is exact, watermark by watermark (delays in whole milliseconds, the
 model's and Spark's watermark `max - delay` on the same millisecond floor):
 
-1. A stage reads one new file per micro-batch (`live.live_files`), as the
+1. A stage reads one new file per micro-batch (`translate.sources.live_files`), as the
    direct runner takes one file per epoch, and judges its rows by the
    current batch's watermark (`streaming.ONE_WATERMARK`: the filter is the
    query's only stateful operator): the watermark of the files before, the
@@ -102,12 +102,10 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 
-from sparkbeam.graph import Node
 from sparkbeam.paths import Paths, is_local, join, normalised, read_text
-from sparkbeam.runners.spark.parts.arrow import spark_schema
-from sparkbeam.runners.spark.translate.live import Sink
+from sparkbeam.runners.spark.translate.sources import Sink
 from sparkbeam.transforms.files import SINK_LOG, committed_files
 
 
@@ -119,20 +117,6 @@ def stage_sink(path: str) -> Sink:
         return frame.writeStream.format("parquet").option("path", path)
 
     return attach
-
-
-def staged_rows(spark: SparkSession, node: Node, path: str) -> DataFrame:
-    """The rows a stage query wrote for `node` (a `WithWatermark`) at `path`, as a file stream:
-    every committed batch not read yet, in one micro-batch (no file limit).
-
-    A query reading them for the first time (a sink added to a pipeline
-    started again on its checkpoint location) takes the files still there:
-    Spark's file source plans a batch on the files of the stage's log it has
-    not seen, and drops those missing then (its file index skips a path
-    that is not there); a file deleted after the batch was planned fails
-    it (`FAILED_READ_FILE.FILE_NOT_EXIST`)."""
-    schema = spark_schema(node.info.schema, node.label)
-    return spark.readStream.schema(schema).parquet(path)
 
 
 def slug(label: str) -> str:

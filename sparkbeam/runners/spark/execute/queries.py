@@ -38,6 +38,7 @@ from sparkbeam.runners.spark.execute.live_merges import (
     stage_sink,
 )
 from sparkbeam.runners.spark.execute.progress import Clock, counted, say
+from sparkbeam.runners.spark.execute.streaming import MAX_POLICY, StreamingTranslation
 from sparkbeam.runners.spark.plan.ancestry import ancestors, origins_meet
 from sparkbeam.runners.spark.plan.keys import (
     INVALID_ROWS,
@@ -53,9 +54,8 @@ from sparkbeam.runners.spark.session.engine_errors import spark_errors
 from sparkbeam.runners.spark.session.paths import paths_of, require_staging, scratch_directory
 from sparkbeam.runners.spark.session.quiet import converting
 from sparkbeam.runners.spark.session.shipping import is_connect
-from sparkbeam.runners.spark.translate.live import Sink
 from sparkbeam.runners.spark.translate.observed import observed_fields
-from sparkbeam.runners.spark.translate.streaming import MAX_POLICY, StreamingTranslation
+from sparkbeam.runners.spark.translate.sources import Sink
 from sparkbeam.schema import columns_to_rows
 from sparkbeam.transforms.watermark import WithWatermark
 

@@ -1,8 +1,8 @@
-"""What the `transformWithState` operators on unbounded input share (`Sort`, `Session`,
-`session_groups`, `python_combine`, `late_filter`): rows into and out of the processor, and
-the one function that builds the operator (`transform_with_state`). Each streaming translator
-declares when it builds one (`streaming.streaming(kind, state_store=...)`): its query then
-starts with the RocksDB state store.
+"""What the `transformWithState` operators on unbounded input share (`translate.sort`,
+`translate.session`, `translate.python_combine`, `exact.late_filter`): rows into and out of
+the processor, and the one function that builds the operator (`transform_with_state`). Each
+streaming translator declares when it builds one (`translate.context.streaming(kind,
+state_store=...)`): its query then starts with the RocksDB state store.
 
 Timestamps cross into the Python processor as microseconds, never as
 `datetime`s (Spark would convert those in the local time zone), and come

@@ -113,7 +113,7 @@ TRANSLATED: frozenset[type] = frozenset(
         ForEachBatch,
     }
 )
-"""The primitive transforms the Spark runner translates in a batch job (`translate`): every
+"""The primitive transforms the Spark runner translates in a batch job (`translate.families`): every
 one of sparkbeam's own; on unbounded input `TestStream` too (`STREAMING_TRANSLATED`)."""
 
 STREAMING_TRANSLATED = TRANSLATED | {TestStreamSource}

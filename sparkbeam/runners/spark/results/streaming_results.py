@@ -31,8 +31,8 @@ from sparkbeam.runners.spark.plan.ancestry import ancestors
 from sparkbeam.runners.spark.plan.keys import INVALID_ROWS, ROWS, MetricKey, Observation
 from sparkbeam.runners.spark.plan.queries import refuse_query
 from sparkbeam.runners.spark.session.engine_errors import spark_errors
-from sparkbeam.runners.spark.translate.live import sink_of
 from sparkbeam.runners.spark.translate.observed import derived_watermarks, streaming_watermarks
+from sparkbeam.runners.spark.translate.sources import sink_of
 from sparkbeam.schema import Row
 from sparkbeam.transforms.connectors import ForEachBatch
 from sparkbeam.transforms.files import WriteFiles

@@ -1,8 +1,9 @@
-"""`Sort` on unbounded input: an event-time sort in `transformWithState`.
+"""`Sort`: on bounded input Spark's sort (within partitions by key); on unbounded input an
+event-time sort in `transformWithState`.
 
 Per key, the rows wait in list state with an event-time timer. A row may go
 once the watermark passes it, which on Spark reads `J(v) <= W` (see
-`streaming`): `W` is whole milliseconds, so the timer is `J(v)` rounded up to
+`exact.judges`): `W` is whole milliseconds, so the timer is `J(v)` rounded up to
 the millisecond and fires exactly when `ceil_ms(J(v)) <= W`. When a timer
 fires, every row it releases is emitted in (sort column, arrival) order:
 RisingWave's Sort, within each key (one key, a constant, when there are none).
@@ -11,14 +12,21 @@ RisingWave's Sort, within each key (one key, a constant, when there are none).
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import ExpiredTimerInfo, TimerValues
 
-from sparkbeam.runners.spark.parts.arrow import spark_schema
+from sparkbeam.graph import Node
+from sparkbeam.runners.spark.exact.judges import (
+    JUDGE,
+    stateful,
+)
+from sparkbeam.runners.spark.parts.arrow import (
+    spark_schema,
+)
 from sparkbeam.runners.spark.parts.keyed_state import (
     ORDER,
     HeldRows,
@@ -31,7 +39,37 @@ from sparkbeam.runners.spark.parts.keyed_state import (
     transform_with_state,
     with_release,
 )
+from sparkbeam.runners.spark.translate.context import (
+    Translation,
+    always,
+    as_streaming,
+    require_time,
+    streaming,
+    translates,
+)
 from sparkbeam.schema import Schema
+from sparkbeam.transforms.sort import Sort
+
+
+@translates(Sort)
+def sort(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+    transform = node.transform
+    assert isinstance(transform, Sort)
+    frame = require_time(inputs[0], transform.column, node.label, node.info.schema)
+    if not transform.keys:
+        return frame.orderBy(transform.column)
+    return frame.repartition(*transform.keys).sortWithinPartitions(transform.column)
+
+
+@streaming(Sort, state_store=always)
+def streaming_sort(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+    run = as_streaming(translation)
+    transform = node.transform
+    assert isinstance(transform, Sort)
+    judge = run.exact_judge(node, transform.column)
+    frame = stateful(inputs[0], [judge(F.col(transform.column))])
+    schema = node.info.schema
+    return sort_stream(frame, schema, transform.column, transform.keys, JUDGE, node.label)
 
 
 class EventTimeSort(HeldRows):

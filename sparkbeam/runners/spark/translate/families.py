@@ -1,0 +1,27 @@
+"""Every family of translators, imported so that each registers its entries: the registries
+(`context.TRANSLATORS`, `context.STREAMING_TRANSLATORS`, `context.STATE_STORE_NEEDS`) are
+whole once this module is imported: a `Translation` is run from here."""
+
+from __future__ import annotations
+
+from sparkbeam.runners.spark.translate import (
+    combine,
+    elementwise,
+    merges,
+    session,
+    sort,
+    sources,
+    watermark,
+    windows,
+)
+from sparkbeam.runners.spark.translate.context import (
+    STATE_STORE_NEEDS,
+    STREAMING_TRANSLATORS,
+    TRANSLATORS,
+    Translation,
+)
+
+FAMILIES = (sources, elementwise, watermark, windows, combine, sort, session, merges)
+"""The families, each one module with its batch and streaming translators side by side."""
+
+__all__ = ["FAMILIES", "STATE_STORE_NEEDS", "STREAMING_TRANSLATORS", "TRANSLATORS", "Translation"]

@@ -1,0 +1,127 @@
+"""`Tumble` and `Hop`: each row's windows, computed on integer time (the same on bounded and
+unbounded input: no state).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from sparkbeam.graph import Node
+from sparkbeam.runners.spark.parts.python_functions import (
+    fail_when,
+)
+from sparkbeam.runners.spark.parts.units import from_units, long_literal, units
+from sparkbeam.runners.spark.translate.context import (
+    Translation,
+    input_schema,
+    require_time,
+    streaming,
+    translates,
+)
+from sparkbeam.schema import Schema
+from sparkbeam.transforms.watermark import WithWatermark
+from sparkbeam.transforms.windows import WINDOW_END, WINDOW_START, Hop, Tumble
+
+
+def _timed(translation: Translation, node: Node, column: str) -> bool:
+    """Whether `column` of `node`'s input is never None: its input is a `WithWatermark` on it,
+    which drops (and counts) the rows without it."""
+    source = translation.nodes[node.inputs[0]].transform
+    return isinstance(source, WithWatermark) and source.column == column
+
+
+def _window_in_range(
+    start: Column,
+    last: Column,
+    size: Column,
+    bounds: tuple[int, int, str],
+    label: str,
+    schema: Schema,
+    windows: Column | None = None,
+) -> Column:
+    """`start`, failing the job with a `DataError` naming the row when one of its windows,
+    starting from `start` to `last` (null: their computation left 64 bits), has a bound
+    outside `bounds` (`Translation.window_bounds`: years 1 to 9999 for datetimes, 64 bits
+    for integers, as the direct runner). `windows`: whether the row has any (a `Hop` whose
+    slide exceeds its size leaves gaps)."""
+    low, high, words = bounds
+    end = F.try_add(last, size)
+    outside = (
+        start.isNull() | end.isNull() | (start < long_literal(low)) | (end > long_literal(high))
+    )
+    if windows is not None:
+        outside = windows & outside
+    return fail_when(outside, start, label, schema, words)
+
+
+WINDOW_START_UNITS = "__sparkbeam_window_start"
+"""A `Tumble`'s window start in its column's units, before it is named (`tumble`)."""
+
+
+@streaming(Tumble)
+@translates(Tumble)
+def tumble(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+    transform = node.transform
+    assert isinstance(transform, Tumble)
+    schema = input_schema(translation, node)
+    kind = schema.type_of(transform.column)
+    spec = transform.spec(schema, node.label)
+    t = units(F.col(transform.column), kind)
+    size = long_literal(spec.size)
+    start = F.try_subtract(t, _below_window_start(t, spec.offset, size))
+    bounds = translation.window_bounds(kind)
+    start = _window_in_range(start, start, size, bounds, node.label, schema)
+    frame = inputs[0]
+    if not _timed(translation, node, transform.column):
+        frame = require_time(frame, transform.column, node.label, schema)
+    # the start once (its checks too), then both bounds from it
+    started = frame.select("*", start.alias(WINDOW_START_UNITS))
+    bound = F.col(WINDOW_START_UNITS)
+    return started.select(
+        "*",
+        from_units(bound, kind).alias(WINDOW_START),
+        from_units(bound + size, kind).alias(WINDOW_END),
+    ).drop(WINDOW_START_UNITS)
+
+
+def _below_window_start(t: Column, offset: int, slide: Column) -> Column:
+    """How far `t` lies past the latest window start at or before it (`offset + k * slide`,
+    `0 <= offset < slide`): `pmod(t - offset, slide)`, without computing `t - offset`, which
+    can leave 64 bits."""
+    return F.pmod(F.pmod(t, slide) - long_literal(offset), slide)
+
+
+@streaming(Hop)
+@translates(Hop)
+def hop(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+    transform = node.transform
+    assert isinstance(transform, Hop)
+    schema = input_schema(translation, node)
+    kind = schema.type_of(transform.column)
+    spec = transform.spec(schema, node.label)
+    size, slide = long_literal(spec.size), long_literal(spec.slide)
+    t = units(F.col(transform.column), kind)
+    below = _below_window_start(t, spec.offset, slide)
+    last = F.try_subtract(t, below)
+    # the windows holding t start at last, last - slide, ..., down to the first after t - size
+    reach = size - long_literal(1) - below
+    first = F.try_subtract(last, F.call_function("div", reach, slide) * slide)
+    bounds = translation.window_bounds(kind)
+    first = _window_in_range(first, last, size, bounds, node.label, schema, reach >= 0)
+    starts = F.when(reach >= 0, F.sequence(first, last, slide)).otherwise(
+        F.array().cast("array<bigint>")
+    )
+    start = F.explode(starts).alias("__sparkbeam_start")
+    frame = inputs[0]
+    if not _timed(translation, node, transform.column):
+        frame = require_time(frame, transform.column, node.label, schema)
+    exploded = frame.select("*", start)
+    begin = F.col("__sparkbeam_start")
+    return exploded.select(
+        *[F.col(name) for name in schema.names],
+        from_units(begin, kind).alias(WINDOW_START),
+        from_units(begin + size, kind).alias(WINDOW_END),
+    )
