@@ -34,6 +34,7 @@ import contextlib
 import datetime as _dt
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -64,13 +65,43 @@ from sparkbeam.runners.spark.session.engine_errors import spark_errors
 from sparkbeam.schema import INT64_MIN, Schema
 from sparkbeam.transforms.windows import bounds_of
 
-Translator = Callable[["Translation", Node, Sequence[DataFrame]], DataFrame]
+
+@dataclass(frozen=True)
+class Made:
+    """What a translator made for its node, besides its DataFrame (a translator that makes
+    nothing else may return the DataFrame alone)."""
+
+    frame: DataFrame
+    judged: DataFrame | None = None
+    """`WithWatermark`: its rows with their judge (`JUDGE`), before the late-row filter."""
+    invalid: DataFrame | None = None
+    """`WithWatermark`: its input rows with no event time."""
+    written: bool = False
+    """`WriteFiles`, `ForEachBatch`: the frame is written (or called) when a batch pipeline
+    runs (a streaming query's sink writes its own)."""
+    late: DataFrame | None = None
+    """`Union`, `Join`: the rows it drops as late (`policy="max"`, idle inputs); a
+    `WithWatermark` with a stateless filter: its late rows."""
+    policy: str | None = None
+    """`Union`, `Join` where watermarks of several `WithWatermark`s meet: their policy."""
+    counts_as: Observation | None = None
+    """The observation that also counts the node's output rows, counted once: a
+    `WithWatermark`'s output (`n_<id>`) is what its late-row filter passed (`out_<id>`)."""
+
+
+Translator = Callable[["Translation", Node, Sequence[DataFrame]], DataFrame | Made]
 
 TRANSLATORS: dict[type, Translator] = {}
 
 
-def translates(kind: type) -> Callable[[Translator], Translator]:
-    def register(function: Translator) -> Translator:
+BatchEntry = TypeVar("BatchEntry", bound=Translator)
+StreamingEntry = TypeVar("StreamingEntry", bound="StreamingTranslator")
+
+
+def translates(kind: type) -> Callable[[BatchEntry], BatchEntry]:
+    """Register `kind`'s translator on bounded input."""
+
+    def register(function: BatchEntry) -> BatchEntry:
         TRANSLATORS[kind] = function
         return function
 
@@ -88,6 +119,8 @@ class Translation:
         """For each `WithWatermark`: its input rows whose event time is `None`."""
         self.writes: list[tuple[Node, DataFrame]] = []
         """The sinks (`WriteFiles`, `ForEachBatch`), written when the pipeline runs."""
+        self.made: dict[int, Made] = {}
+        """What each node's translator made (`Made`)."""
 
     def window_bounds(self, kind: type) -> tuple[int, int, str]:
         """The least and greatest window bound a time column of type `kind` holds here, and
@@ -95,13 +128,23 @@ class Translation:
         return bounds_of(kind)
 
     def run(self) -> None:
+        """Translate the nodes in graph order; each translator reads the translation and
+        returns what it made, which is recorded here."""
         for node in self.nodes:
             refuse_untranslated([node], TRANSLATED, "bounded")  # the plan's
             translate = TRANSLATORS[type(node.transform)]
             require_spark_types(node.info.schema, node.label, node.transform)
             inputs = [self.frames[i] for i in node.inputs]
             with translating(node):
-                self.frames[node.id] = translate(self, node, inputs)
+                made = translate(self, node, inputs)
+            if not isinstance(made, Made):
+                made = Made(made)
+            self.made[node.id] = made
+            self.frames[node.id] = made.frame
+            if made.invalid is not None:
+                self.invalid[node.id] = made.invalid
+            if made.written:
+                self.writes.append((node, made.frame))
 
 
 @contextlib.contextmanager
@@ -125,25 +168,6 @@ def require_time(frame: DataFrame, column: str, label: str, schema: Schema) -> D
     )
     checked = fail_when(F.col(column).isNull(), F.col(column), label, schema, message)
     return frame.withColumn(column, checked)
-
-
-@dataclass(frozen=True)
-class Made:
-    """What a streaming translator made for its node, besides its DataFrame."""
-
-    frame: DataFrame
-    judged: DataFrame | None = None
-    """`WithWatermark`: its rows with their judge (`JUDGE`), before the late-row filter."""
-    invalid: DataFrame | None = None
-    """`WithWatermark`: its input rows with no event time."""
-    late: DataFrame | None = None
-    """`Union`, `Join`: the rows it drops as late (`policy="max"`, idle inputs); a
-    `WithWatermark` with a stateless filter: its late rows."""
-    policy: str | None = None
-    """`Union`, `Join` where watermarks of several `WithWatermark`s meet: their policy."""
-    counts_as: Observation | None = None
-    """The observation that also counts the node's output rows, counted once: a
-    `WithWatermark`'s output (`n_<id>`) is what its late-row filter passed (`out_<id>`)."""
 
 
 class StreamingContext(Translation):
@@ -174,8 +198,6 @@ class StreamingContext(Translation):
     """Each translated node's judge per watermarked column."""
     origins: dict[int, frozenset[int]]
     """For each node, the `WithWatermark` nodes its watermarks come from."""
-    made: dict[int, Made]
-    """What each node's translator made (`Made`)."""
 
     def window_bounds(self, kind: type) -> tuple[int, int, str]:
         """On an integer column, a window or session ends at most at the latest event time the
@@ -231,10 +253,10 @@ def always(run: StreamingContext, node: Node) -> bool:
 
 def streaming(
     kind: type, state_store: StateStoreNeed | None = None
-) -> Callable[[StreamingTranslator], StreamingTranslator]:
+) -> Callable[[StreamingEntry], StreamingEntry]:
     """Register `kind`'s streaming translator, with when it builds a `transformWithState`."""
 
-    def register(function: StreamingTranslator) -> StreamingTranslator:
+    def register(function: StreamingEntry) -> StreamingEntry:
         STREAMING_TRANSLATORS[kind] = function
         if state_store is not None:
             STATE_STORE_NEEDS[kind] = state_store

@@ -34,6 +34,7 @@ from sparkbeam.runners.spark.plan.queries import is_replayed
 from sparkbeam.runners.spark.session.engine_errors import PIPELINE_ERROR_MARK
 from sparkbeam.runners.spark.session.paths import paths_of
 from sparkbeam.runners.spark.translate.context import (
+    Made,
     Translation,
     as_streaming,
     streaming,
@@ -161,10 +162,9 @@ def files_schema(
 @streaming(ForEachBatch)
 @translates(WriteFiles)
 @translates(ForEachBatch)
-def sink(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+def sink(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> Made:
     """`WriteFiles` and `ForEachBatch`: written (or called) when the pipeline runs."""
-    translation.writes.append((node, inputs[0]))
-    return inputs[0]
+    return Made(inputs[0], written=True)
 
 
 @translates(ReadFromSpark)

@@ -56,15 +56,14 @@ from sparkbeam.transforms.watermark import WithWatermark
 
 
 @translates(WithWatermark)
-def with_watermark(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+def with_watermark(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> Made:
     transform = node.transform
     assert isinstance(transform, WithWatermark)
     if transform.raises_watermark_per_row():
         raise limits.EMIT_EVENT.error(node.label, emit=transform.emit)
     (frame,) = inputs
     time = F.col(transform.column)
-    translation.invalid[node.id] = frame.filter(time.isNull())
-    return frame.filter(time.isNotNull())
+    return Made(frame.filter(time.isNotNull()), invalid=frame.filter(time.isNull()))
 
 
 @translates(DroppedRows)

@@ -1,0 +1,83 @@
+"""The translators' shape, read from their code without Spark: each family module of
+`translate/` registers its transforms' batch and streaming entries side by side, and no
+translator writes into the translation it reads (it returns what it made)."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from sparkbeam.runners.spark.translate import families
+from sparkbeam.runners.spark.translate.families import STREAMING_TRANSLATORS, TRANSLATORS
+
+TRANSLATE = Path(families.__file__).parent
+
+MUTATING = {"append", "add", "update", "extend", "setdefault", "pop", "clear", "remove"}
+
+
+def _writes(function: ast.FunctionDef) -> Iterator[str]:
+    """Where `function` writes into its first parameter (the translation): an assignment
+    to one of its attributes or items, or a mutating call on one of them."""
+    context = function.args.args[0].arg
+
+    def rooted(node: ast.expr) -> bool:
+        while isinstance(node, ast.Attribute | ast.Subscript):
+            node = node.value
+        return isinstance(node, ast.Name) and node.id == context
+
+    for node in ast.walk(function):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+            targets = [node.target]
+        for target in targets:
+            if isinstance(target, ast.Attribute | ast.Subscript) and rooted(target):
+                yield f"line {node.lineno}: {ast.unparse(target)} = ..."
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            held = node.func.value  # `translation.writes` in `translation.writes.append(...)`
+            if node.func.attr in MUTATING and not isinstance(held, ast.Name) and rooted(held):
+                yield f"line {node.lineno}: {ast.unparse(node)}"
+
+
+def _registered() -> list[Callable[..., object]]:
+    entries = list(TRANSLATORS.values()) + list(STREAMING_TRANSLATORS.values())
+    return list({id(entry): entry for entry in entries}.values())
+
+
+@pytest.mark.parametrize("entry", _registered(), ids=lambda entry: entry.__qualname__)
+def test_a_translator_writes_nothing_into_the_translation(entry: Callable[..., object]) -> None:
+    function = next(
+        node
+        for node in ast.walk(ast.parse(inspect.getsource(entry)))
+        if isinstance(node, ast.FunctionDef)
+    )
+    assert list(_writes(function)) == [], f"{entry.__qualname__} writes into its translation"
+
+
+def test_the_write_check_finds_a_write() -> None:
+    code = (
+        "def sink(translation, node, inputs):\n"
+        "    translation.writes.append((node, inputs[0]))\n"
+        "    translation.invalid[node.id] = inputs[0]\n"
+        "    return inputs[0]\n"
+    )
+    function = ast.parse(code).body[0]
+    assert isinstance(function, ast.FunctionDef)
+    assert len(list(_writes(function))) == 2
+
+
+def test_each_kind_s_entries_are_in_one_family_module() -> None:
+    """A kind translated on both bounded and unbounded input has both entries in the same
+    module of `translate/`, one per family."""
+    for kind in set(TRANSLATORS) & set(STREAMING_TRANSLATORS):
+        batch, stream = TRANSLATORS[kind], STREAMING_TRANSLATORS[kind]
+        assert batch.__module__ == stream.__module__, kind.__name__
+        module = Path(inspect.getfile(batch))
+        assert module.parent == TRANSLATE, kind.__name__
+    modules = {entry.__module__.rsplit(".", 1)[1] for entry in _registered()}
+    assert {family.__name__.rsplit(".", 1)[1] for family in families.FAMILIES} == modules
