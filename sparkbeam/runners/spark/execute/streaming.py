@@ -13,7 +13,6 @@ from pyspark.sql import DataFrame, SparkSession
 
 from sparkbeam.graph import Node
 from sparkbeam.runners.spark.exact.judges import (
-    Judge,
     derive_judges,
 )
 from sparkbeam.runners.spark.execute.epochs import Channel, EpochFeed, SourceEpochs
@@ -32,8 +31,8 @@ from sparkbeam.runners.spark.translate.context import (
     needs_state_store,
     translating,
 )
-from sparkbeam.runners.spark.translate.families import STREAMING_TRANSLATORS
-from sparkbeam.runners.spark.translate.observed import COUNTS_FROM_INPUT, Derive, observed
+from sparkbeam.runners.spark.translate.families import COUNTS_FROM_INPUT, STREAMING_TRANSLATORS
+from sparkbeam.runners.spark.translate.observed import Derive, observed
 from sparkbeam.runners.spark.translate.watermark import SENTINEL, restamp
 from sparkbeam.schema import Schema
 from sparkbeam.transforms.watermark import WithWatermark
@@ -101,8 +100,6 @@ class StreamingTranslation(StreamingContext):
         super().__init__(spark, nodes)
         self.directory = directory
         self.live = live
-        """Whether `ReadFiles(streaming=True)` is Spark's own file source (a production run)
-        rather than replayed epoch by epoch (`collect`)."""
         self.settings: dict[str, str] = {}
         """Spark settings the query starts with (`Stage.start` sets them only while it
         starts): `ONE_WATERMARK` (`late_filters.one_watermark`), `MAX_POLICY` (a `Union` with
@@ -112,42 +109,32 @@ class StreamingTranslation(StreamingContext):
         """The nodes whose translators build a `transformWithState` (`needs_state_store`)."""
         self.selected = set(range(len(nodes))) if selected is None else selected
         self.staged = staged or set()
-        """`WithWatermark`s computed by an earlier stage: read their output instead."""
         self.staged_paths = staged_paths or {}
-        """Live merges: where a stage query writes each staged node's rows (its file sink),
-        read as a file stream instead of a channel of the feed (`live_merges`)."""
         replayed = frozenset(i for i in self.selected if is_replayed(nodes[i], live))
         query = Query(
             frozenset(self.selected), frozenset(self.staged), replayed, live, back_to_back, role
         )
         self.late_filters = late_filters(nodes, query)
-        """How each `WithWatermark` and merge of the query drops late rows (the plan's)."""
         if self.late_filters.one_watermark:
             self.settings[ONE_WATERMARK[0]] = ONE_WATERMARK[1]
-        self.epoch_marks: dict[int, tuple[int, str]] = {
+        self.epoch_marks = {
             node_id: (chosen.source, chosen.mark)
             for node_id, chosen in self.late_filters.filters.items()
             if chosen.source is not None and chosen.mark is not None
         }
-        """`WithWatermark`s the runner feeds straight from a replayed source: the source and
-        the column of its epoch files that holds the watermark (`exact.late_filter`)."""
         marks: dict[str, list[str]] = {}
         for source_id, mark in self.epoch_marks.values():
             marks.setdefault(ChannelKey("source", source_id).name(), []).append(mark)
         self.marked_sources = {source_id for source_id, _ in self.epoch_marks.values()}
-        self.counts_source: dict[int, int] = {}
-        """Sources a `WithWatermark` in `epoch_marks` counts (`n_<id>`) with its own input, in
-        one observation (`_declare_watermark`): the first that reads each."""
+        self.counts_source = {}
         for node_id, (source_id, _) in sorted(self.epoch_marks.items(), reverse=True):
             self.counts_source[source_id] = node_id
         self.counted_inside = set(self.epoch_marks) | set(self.counts_source)
         """Nodes counted by another's observation, not by one of their own (`observed`)."""
         self.derived: dict[int, Derive] = {}
         """Nodes whose counts follow from their input's, counted by this query
-        (`observed.tumble_counts`): `Stage.collect_metrics` adds them."""
-        self.marked: dict[int, DataFrame] = {}
-        """A source's frame with its epoch watermarks (`epoch_marks`), before they are
-        dropped for its other readers."""
+        (`translate.windows.tumble_counts`): `Stage.collect_metrics` adds them."""
+        self.marked = {}
         channels: list[tuple[str, Schema, str]] = []
         for node in nodes:
             if node.id not in self.selected:
@@ -170,17 +157,14 @@ class StreamingTranslation(StreamingContext):
         """The replayed sources' channels, by node id: what `Stage.feed` writes each epoch."""
         self.sentinels = self._channels("sentinel")
         """Each `WithWatermark`'s sentinel channel: where the end of input goes."""
-        self.judges: dict[int, dict[str, Judge]] = {}
-        self.origins: dict[int, frozenset[int]] = {}
-        """For each node, the `WithWatermark` nodes its watermarks come from."""
+        self.judges = {}
+        self.origins = {}
         self.policies: set[int] = set()
         """The `Union`s and `Join`s where watermarks of several `WithWatermark`s meet."""
         self.counted_as: dict[Observation, Observation] = {}
         """Observed metrics that also count as others' rows (`Stage.collect_metrics`): a
         `WithWatermark`'s output (`n_<id>`) is what its late-row filter passed (`out_<id>`),
         counted once."""
-        self.made: dict[int, Made] = {}
-        """What each node's translator made (`Made`)."""
         self.epochs = epochs or SourceEpochs(self.paths)
         """The replayed sources' epochs, shared with the other queries of the run."""
 

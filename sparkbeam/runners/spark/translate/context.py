@@ -62,6 +62,7 @@ from sparkbeam.runners.spark.plan.phases import (
     refuse_untranslated,
 )
 from sparkbeam.runners.spark.session.engine_errors import spark_errors
+from sparkbeam.runners.spark.translate.observed import Derive
 from sparkbeam.schema import INT64_MIN, Schema
 from sparkbeam.transforms.windows import bounds_of
 
@@ -251,15 +252,29 @@ def always(run: StreamingContext, node: Node) -> bool:
     return True
 
 
+CountsFromInput = Callable[[Node, Node], Derive | None]
+"""A node's counts from its input's metrics (`node, input -> Derive`; None where they do not
+follow), so that it needs no observation of its own."""
+
+COUNTS_FROM_INPUT: dict[type, CountsFromInput] = {}
+"""The kinds whose counts follow from their input's where the input is computed in the same
+query (`observed.Derive`)."""
+
+
 def streaming(
-    kind: type, state_store: StateStoreNeed | None = None
+    kind: type,
+    state_store: StateStoreNeed | None = None,
+    counts_from_input: CountsFromInput | None = None,
 ) -> Callable[[StreamingEntry], StreamingEntry]:
-    """Register `kind`'s streaming translator, with when it builds a `transformWithState`."""
+    """Register `kind`'s streaming translator, with when it builds a `transformWithState`
+    and how its counts follow from its input's, if they do."""
 
     def register(function: StreamingEntry) -> StreamingEntry:
         STREAMING_TRANSLATORS[kind] = function
         if state_store is not None:
             STATE_STORE_NEEDS[kind] = state_store
+        if counts_from_input is not None:
+            COUNTS_FROM_INPUT[kind] = counts_from_input
         return function
 
     return register

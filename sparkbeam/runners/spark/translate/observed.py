@@ -17,7 +17,6 @@ from sparkbeam.runners.spark.exact.late_filter import mark as mark_of
 from sparkbeam.runners.spark.parts.units import units
 from sparkbeam.runners.spark.plan.keys import ROWS, Observation, latest_field
 from sparkbeam.time import MAX_MICROS, MIN_MICROS, ONE_MICROSECOND, from_micros, to_micros
-from sparkbeam.transforms.windows import WINDOW_END, WINDOW_START, Tumble
 
 
 def observed(node: Node, frame: DataFrame) -> DataFrame:
@@ -33,47 +32,6 @@ def observed(node: Node, frame: DataFrame) -> DataFrame:
 
 Derive = Callable[[Mapping[str, Any]], dict[str, Any]]
 """A node's counts (`n_<id>.rows`, `n_<id>.latest_<i>`) from the metrics of its input."""
-
-
-def tumble_counts(node: Node, source: Node) -> Derive | None:
-    """A `Tumble`'s counts from its input's, so that it needs no observation of its own: it
-    emits one row per input row, and each watermarked column's largest value is the input's
-    (passed through) or its window bound, a monotone function of the largest event time.
-    None where the input counts no largest value of a column this needs."""
-    transform = node.transform
-    assert isinstance(transform, Tumble)
-    spec = transform.spec(source.info.schema, node.label)
-    before = sorted(source.info.watermarked)
-    time = transform.column
-    wanted: list[tuple[int, int, int]] = []
-    """Per watermarked output column: its index, its input column's index, what to add."""
-    for i, column in enumerate(sorted(node.info.watermarked)):
-        bound = {WINDOW_START: 0, WINDOW_END: spec.size}.get(column)
-        read = time if bound is not None else column
-        if read not in before:
-            return None
-        wanted.append((i, before.index(read), -1 if bound is None else bound))
-
-    def derive(metrics: Mapping[str, Any]) -> dict[str, Any]:
-        rows = metrics.get(Observation("n", source.id).rows())
-        if rows is None:
-            return {}
-        out: dict[str, Any] = {Observation("n", node.id).rows(): rows}
-        for i, j, bound in wanted:
-            latest = metrics.get(Observation("n", source.id).latest(j))
-            if latest is None:
-                continue
-            if bound >= 0:  # the window's start (and end) of the latest time
-                latest = latest - (latest - spec.offset) % spec.size + bound
-            out[Observation("n", node.id).latest(i)] = latest
-        return out
-
-    return derive
-
-
-COUNTS_FROM_INPUT: dict[type, Callable[[Node, Node], Derive | None]] = {Tumble: tumble_counts}
-"""The kinds whose counts follow from their input's (`node, input -> Derive`), so that they need
-no observation of their own where the input is computed in the same query."""
 
 
 def observed_fields(metric: Any) -> dict[str, Any]:

@@ -4,7 +4,8 @@ unbounded input: no state).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -14,6 +15,7 @@ from sparkbeam.runners.spark.parts.python_functions import (
     fail_when,
 )
 from sparkbeam.runners.spark.parts.units import from_units, long_literal, units
+from sparkbeam.runners.spark.plan.keys import Observation
 from sparkbeam.runners.spark.translate.context import (
     Translation,
     input_schema,
@@ -21,6 +23,7 @@ from sparkbeam.runners.spark.translate.context import (
     streaming,
     translates,
 )
+from sparkbeam.runners.spark.translate.observed import Derive
 from sparkbeam.schema import Schema
 from sparkbeam.transforms.watermark import WithWatermark
 from sparkbeam.transforms.windows import WINDOW_END, WINDOW_START, Hop, Tumble
@@ -61,7 +64,43 @@ WINDOW_START_UNITS = "__sparkbeam_window_start"
 """A `Tumble`'s window start in its column's units, before it is named (`tumble`)."""
 
 
-@streaming(Tumble)
+def tumble_counts(node: Node, source: Node) -> Derive | None:
+    """A `Tumble`'s counts from its input's, so that it needs no observation of its own: it
+    emits one row per input row, and each watermarked column's largest value is the input's
+    (passed through) or its window bound, a monotone function of the largest event time.
+    None where the input counts no largest value of a column this needs."""
+    transform = node.transform
+    assert isinstance(transform, Tumble)
+    spec = transform.spec(source.info.schema, node.label)
+    before = sorted(source.info.watermarked)
+    time = transform.column
+    wanted: list[tuple[int, int, int]] = []
+    """Per watermarked output column: its index, its input column's index, what to add."""
+    for i, column in enumerate(sorted(node.info.watermarked)):
+        bound = {WINDOW_START: 0, WINDOW_END: spec.size}.get(column)
+        read = time if bound is not None else column
+        if read not in before:
+            return None
+        wanted.append((i, before.index(read), -1 if bound is None else bound))
+
+    def derive(metrics: Mapping[str, Any]) -> dict[str, Any]:
+        rows = metrics.get(Observation("n", source.id).rows())
+        if rows is None:
+            return {}
+        out: dict[str, Any] = {Observation("n", node.id).rows(): rows}
+        for i, j, bound in wanted:
+            latest = metrics.get(Observation("n", source.id).latest(j))
+            if latest is None:
+                continue
+            if bound >= 0:  # the window's start (and end) of the latest time
+                latest = latest - (latest - spec.offset) % spec.size + bound
+            out[Observation("n", node.id).latest(i)] = latest
+        return out
+
+    return derive
+
+
+@streaming(Tumble, counts_from_input=tumble_counts)
 @translates(Tumble)
 def tumble(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
     transform = node.transform
