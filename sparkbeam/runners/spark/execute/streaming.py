@@ -12,9 +12,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
 from sparkbeam.graph import Node
-from sparkbeam.runners.spark.exact.judges import (
-    derive_judges,
-)
+from sparkbeam.runners.spark.exact.judges import derive_judges
 from sparkbeam.runners.spark.execute.epochs import Channel, EpochFeed, SourceEpochs
 from sparkbeam.runners.spark.plan.keys import (
     ChannelKey,

@@ -16,12 +16,8 @@ from sparkbeam.runners.spark.exact.judges import (
     JUDGE,
     stateful,
 )
-from sparkbeam.runners.spark.parts.arrow import (
-    spark_schema,
-)
-from sparkbeam.runners.spark.parts.python_functions import (
-    combine_groups,
-)
+from sparkbeam.runners.spark.parts.arrow import spark_schema
+from sparkbeam.runners.spark.parts.python_functions import combine_groups
 from sparkbeam.runners.spark.translate.context import (
     StreamingContext,
     Translation,

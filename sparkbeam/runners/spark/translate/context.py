@@ -45,18 +45,10 @@ from sparkbeam.runners.spark.exact.judges import (
     INT_WINDOW_OUTSIDE,
     Judge,
 )
-from sparkbeam.runners.spark.parts.arrow import (
-    require_spark_types,
-)
-from sparkbeam.runners.spark.parts.python_functions import (
-    fail_when,
-)
-from sparkbeam.runners.spark.plan.keys import (
-    Observation,
-)
-from sparkbeam.runners.spark.plan.late_filters import (
-    LateFilters,
-)
+from sparkbeam.runners.spark.parts.arrow import require_spark_types
+from sparkbeam.runners.spark.parts.python_functions import fail_when
+from sparkbeam.runners.spark.plan.keys import Observation
+from sparkbeam.runners.spark.plan.late_filters import LateFilters
 from sparkbeam.runners.spark.plan.phases import (
     TRANSLATED,
     refuse_untranslated,

@@ -9,9 +9,7 @@ from collections.abc import Sequence
 from pyspark.sql import DataFrame
 
 from sparkbeam.graph import Node
-from sparkbeam.runners.spark.parts.arrow import (
-    spark_schema,
-)
+from sparkbeam.runners.spark.parts.arrow import spark_schema
 from sparkbeam.runners.spark.parts.expressions import Compiler
 from sparkbeam.runners.spark.parts.python_functions import (
     filter_batches,

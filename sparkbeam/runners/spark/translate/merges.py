@@ -20,18 +20,14 @@ from sparkbeam.runners.spark.exact.judges import (
 )
 from sparkbeam.runners.spark.exact.late_filter import late_against_current_watermark
 from sparkbeam.runners.spark.exact.late_rows import not_late_at_merge
-from sparkbeam.runners.spark.parts.arrow import (
-    spark_schema,
-)
+from sparkbeam.runners.spark.parts.arrow import spark_schema
 from sparkbeam.runners.spark.parts.units import long_literal, units
 from sparkbeam.runners.spark.plan import merges as plan_merges
 from sparkbeam.runners.spark.plan.keys import (
     ROWS,
     Observation,
 )
-from sparkbeam.runners.spark.plan.late_filters import (
-    LateFilters,
-)
+from sparkbeam.runners.spark.plan.late_filters import LateFilters
 from sparkbeam.runners.spark.plan.merges import join_keys_apart, union_columns_apart
 from sparkbeam.runners.spark.plan.origins import merges_chained_origins
 from sparkbeam.runners.spark.translate.context import (

@@ -43,12 +43,8 @@ from pyspark.sql.streaming.stateful_processor import (
 
 from sparkbeam.graph import Node
 from sparkbeam.runners.shared.accumulators import accumulators_for
-from sparkbeam.runners.spark.exact.judges import (
-    stateful,
-)
-from sparkbeam.runners.spark.parts.arrow import (
-    spark_schema,
-)
+from sparkbeam.runners.spark.exact.judges import stateful
+from sparkbeam.runners.spark.parts.arrow import spark_schema
 from sparkbeam.runners.spark.parts.keyed_state import (
     ORDER,
     HeldRows,
@@ -61,9 +57,7 @@ from sparkbeam.runners.spark.parts.keyed_state import (
     transform_with_state,
     with_release,
 )
-from sparkbeam.runners.spark.parts.python_functions import (
-    fail_when,
-)
+from sparkbeam.runners.spark.parts.python_functions import fail_when
 from sparkbeam.runners.spark.parts.units import from_units, long_literal, units
 from sparkbeam.runners.spark.translate.context import (
     StreamingContext,
@@ -76,9 +70,7 @@ from sparkbeam.runners.spark.translate.context import (
     translates,
 )
 from sparkbeam.schema import Schema
-from sparkbeam.transforms.combine import (
-    CombinePerKey,
-)
+from sparkbeam.transforms.combine import CombinePerKey
 from sparkbeam.transforms.windows import WINDOW_END, WINDOW_START, Session
 
 

@@ -24,9 +24,7 @@ from sparkbeam.runners.spark.exact.judges import (
     JUDGE,
     stateful,
 )
-from sparkbeam.runners.spark.parts.arrow import (
-    spark_schema,
-)
+from sparkbeam.runners.spark.parts.arrow import spark_schema
 from sparkbeam.runners.spark.parts.keyed_state import (
     ORDER,
     HeldRows,

@@ -27,9 +27,7 @@ from sparkbeam.runners.spark.parts.arrow import (
     read_schema,
     spark_schema,
 )
-from sparkbeam.runners.spark.plan.keys import (
-    ChannelKey,
-)
+from sparkbeam.runners.spark.plan.keys import ChannelKey
 from sparkbeam.runners.spark.plan.queries import is_replayed
 from sparkbeam.runners.spark.session.engine_errors import PIPELINE_ERROR_MARK
 from sparkbeam.runners.spark.session.paths import paths_of

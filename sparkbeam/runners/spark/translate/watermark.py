@@ -24,12 +24,8 @@ from sparkbeam.runners.spark.exact.judges import (
 )
 from sparkbeam.runners.spark.exact.late_filter import late_against_current_watermark
 from sparkbeam.runners.spark.exact.late_rows import filter_late_rows
-from sparkbeam.runners.spark.parts.arrow import (
-    spark_schema,
-)
-from sparkbeam.runners.spark.parts.python_functions import (
-    fail_when,
-)
+from sparkbeam.runners.spark.parts.arrow import spark_schema
+from sparkbeam.runners.spark.parts.python_functions import fail_when
 from sparkbeam.runners.spark.parts.units import units
 from sparkbeam.runners.spark.plan.delays import long_delay
 from sparkbeam.runners.spark.plan.keys import (

@@ -11,9 +11,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from sparkbeam.graph import Node
-from sparkbeam.runners.spark.parts.python_functions import (
-    fail_when,
-)
+from sparkbeam.runners.spark.parts.python_functions import fail_when
 from sparkbeam.runners.spark.parts.units import from_units, long_literal, units
 from sparkbeam.runners.spark.plan.keys import Observation
 from sparkbeam.runners.spark.translate.context import (
