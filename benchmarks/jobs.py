@@ -18,6 +18,10 @@ Jobs, all over the epoch files of `data.py` in DIRECTORY:
   dicts (one epoch per file, read into memory before the clock starts).
 - `sort`: `ReadFiles(streaming=True)` + `with_watermark(5 s)` + `sort` on
   the event time, checks on (the sorted rows are checked, not kept).
+- `update`: `direct-on` with `emit="update"`: early rows each epoch, the
+  change rows collected (groups and sums: of each group's last row).
+- `update-late` / `close-late`: `update` / `direct-on` with 2 minutes of
+  `allowed_lateness`.
 """
 
 from __future__ import annotations
@@ -53,20 +57,24 @@ def plain_loop(directory: str) -> dict[str, Any]:
     return {"groups": len(sums), "total": sum(sums.values())}
 
 
-def windowed_sums(source: sb.PTransform, check: bool) -> dict[str, Any]:
+def windowed_sums(
+    source: sb.PTransform, check: bool, emit: str = "close", lateness: str | int = 0
+) -> dict[str, Any]:
     p = sb.Pipeline(runner=sb.DirectRunner(check_invariants=check))
     sums = (
         (p | source)
-        .with_watermark("event_time", "5 seconds")
+        .with_watermark("event_time", "5 seconds", allowed_lateness=lateness)
         .tumble("event_time", "60 seconds")
-        .combine_per_key(["key", "window_start", "window_end"], total=sb.Sum("value"))
+        .combine_per_key(["key", "window_start", "window_end"], emit=emit, total=sb.Sum("value"))
     )
     result = p.run()
     assert isinstance(result, DirectResult)
     rows = result.collect(sums)
+    finals = [row for row in rows if row.get("pane_is_last", True)]
     return {
-        "groups": len(rows),
-        "total": sum(row["total"] for row in rows),
+        "groups": len(finals),
+        "total": sum(row["total"] for row in finals),
+        "changes": len(rows),
         "peak_state": result.peak_state_size(sums),
     }
 
@@ -102,6 +110,9 @@ def job(name: str, directory: str) -> Callable[[], dict[str, Any]]:
         "direct-off": lambda: lambda: windowed_sums(files, False),
         "direct-memory": lambda: in_memory(directory),
         "sort": lambda: lambda: sorted_rows(directory),
+        "update": lambda: lambda: windowed_sums(files, True, "update"),
+        "update-late": lambda: lambda: windowed_sums(files, True, "update", "2 minutes"),
+        "close-late": lambda: lambda: windowed_sums(files, True, "close", "2 minutes"),
     }
     if name not in jobs:
         raise SystemExit(f"unknown job {name!r}; use one of {sorted(jobs)}")

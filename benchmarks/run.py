@@ -28,6 +28,10 @@ to 5 s, watermark with a 5 s delay, 60 s tumbling windows, per-key sum):
   files read by Spark's own file source with all of them waiting: production
   with a backlog; target: within 60 percent), each the median of 3 rounds run
   in turn with hand-written (the ratio: the median of each round's).
+- `updates`: the direct runner's `emit="update"` against its `emit="close"`
+  on the same files (the same groups and sums from each group's last row),
+  and each with 2 minutes of `allowed_lateness`, with the groups each holds at
+  most; at the direct section's rows and at the largest scale.
 - `spark-defaults`: `benchmarks/spark_defaults.py` (issue 22's pipeline, 13
   rows in 3 epochs: `runner="spark"` with no options, `collect` of the join
   and `metrics()`, against the same pipeline hand-written in Structured
@@ -79,6 +83,7 @@ SECTIONS = (
     "spark-expressions",
     "spark-streaming",
     "spark-defaults",
+    "updates",
 )
 
 
@@ -199,6 +204,51 @@ def scale_section(args: argparse.Namespace, lines: list[Line], targets: list[str
                 f"{name}: peak memory 1M -> 10M rows {low:.0f} -> {high:.0f} MiB "
                 f"({change:+.0%}; at most +20%: {verdict})"
             )
+
+
+def updates_section(
+    args: argparse.Namespace, lines: list[Line], targets: list[str], checks: list[str]
+) -> None:
+    """The direct runner's update mode against its close mode, and each with lateness."""
+    jobs = {
+        'emit="close"': "direct-on",
+        'emit="update"': "update",
+        'emit="close", 2 min lateness': "close-late",
+        'emit="update", 2 min lateness': "update-late",
+    }
+    sizes = [args.rows, *(n for n in args.sizes[-1:] if n > args.rows)]
+    for rows in sizes:
+        directory = data.rows_directory(args.data, rows)
+        repeat = args.repeat if rows == args.rows else 1
+        runs = {name: measure(job, directory, repeat) for name, job in jobs.items()}
+        same_sums([runs['emit="close"'], runs['emit="update"']])
+        same_sums([runs['emit="close", 2 min lateness'], runs['emit="update", 2 min lateness']])
+        checks.append(
+            f"updates, {rows:,} rows: each update mode's last rows per group have the sums of "
+            "its close mode"
+        )
+        for name, run in runs.items():
+            base = runs[
+                'emit="close"' if "lateness" not in name else 'emit="close", 2 min lateness'
+            ]
+            held = f"held <= {run['peak_state']:,} groups"
+            changes = f"{run['changes']:,} change rows; " if "update" in name else ""
+            compared = f"{changes}{run['seconds'] / base['seconds']:.2f}x its close mode; {held}"
+            lines.append(line(f"updates, {rows:,} rows", name, run, compared))
+        update, close = runs['emit="update"'], runs['emit="close"']
+        ratio = update["seconds"] / close["seconds"]
+        if rows == args.rows:
+            verdict = "holds" if ratio <= 1.3 else "does NOT hold"
+            targets.append(
+                f'direct runner emit="update" within 1.3x of emit="close": {ratio:.2f}x, {verdict}'
+            )
+        same = update["peak_state"] == close["peak_state"]
+        late = runs['emit="update", 2 min lateness']["peak_state"]
+        targets.append(
+            f'direct runner emit="update" holds the groups emit="close" holds at {rows:,} rows: '
+            f"{update['peak_state']:,} vs {close['peak_state']:,} "
+            f"({'holds' if same else 'does NOT hold'}); with 2 min lateness {late:,}"
+        )
 
 
 def spark_script(script: str, arguments: list[str]) -> dict[str, Any]:
@@ -341,6 +391,8 @@ def main() -> None:
         )
         section = f"spark streaming, live, {epochs} files"
         spark_lines(section, live, 0.60, lines, targets, checks)
+    if "updates" in sections:
+        updates_section(args, lines, targets, checks)
     if "spark-defaults" in sections:
         defaults = spark_script("spark_defaults.py", [])
         section = 'spark defaults (runner="spark"; by hand: Spark\'s)'

@@ -31,8 +31,8 @@ class TransformMetrics:
     - `watermark_estimates`: per column in `watermarks` whose estimate differs
       from its watermark (an `allowed_lateness` upstream), that estimate: the
       point an update-mode `CombinePerKey` emits its on-time rows at. The
-      direct runner reports it; the Spark runner, whose queries carry the
-      watermark only, leaves it empty.
+      Spark runner, whose queries carry the watermark only, makes it from the
+      watermark (plus the lateness at the `WithWatermark`, derived after it).
     """
 
     rows_in: int

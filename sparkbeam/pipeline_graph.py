@@ -147,7 +147,8 @@ class PipelineGraph:
                 dropped += f", invalid: {counted.invalid_rows}"
             lines.append(dropped)
             lines.extend(
-                f"watermark {column}: {value}" for column, value in counted.watermarks.items()
+                _watermark_text(column, value, counted.watermark_estimates.get(column))
+                for column, value in counted.watermarks.items()
             )
         if not any(edge.source == node.label and edge.side is None for edge in self.edges):
             lines.append(f"emitted: {_rows_text(counted.rows_out)}")
@@ -290,6 +291,13 @@ def _rows_sent(counted: TransformMetrics, side: str | None) -> int:
     if side == "invalid":
         return counted.invalid_rows
     return counted.rows_out
+
+
+def _watermark_text(column: str, value: Any, estimate: Any) -> str:
+    """A watermark in a `WithWatermark` box, with its estimate where `allowed_lateness` sets
+    one apart from it."""
+    shown = f"watermark {column}: {value}"
+    return shown if estimate is None else f"{shown} (estimate {estimate})"
 
 
 def _updates_text(keys: tuple[str, ...]) -> str:

@@ -283,6 +283,17 @@ def test_an_update_stream_is_marked_on_its_edges() -> None:
     assert "CombinePerKey(k) -> finals  (updates by k; 2 rows)" in repr(graph)
 
 
+def test_the_watermark_box_shows_the_estimate_where_lateness_sets_it_apart() -> None:
+    stream = sb.TestStream({"t": int}).add_epoch([{"t": 20}])
+    with sb.Pipeline() as p:
+        late = (p | stream).with_watermark("t", 2, allowed_lateness=5)
+        plain = late.with_columns(u=sb.col("t")).with_watermark("u", 2)
+    graph = p.result.graph()
+    assert "watermark t: 13 (estimate 18)" in graph.node_lines(graph.node(late.node.label))
+    assert "watermark u: 18" in graph.node_lines(graph.node(plain.node.label))
+    assert "(estimate 18)" in graph.to_dot()
+
+
 def test_labels_are_escaped_in_dot_and_mermaid() -> None:
     p = sb.Pipeline()
     src = p | 'say "hi" <b> #1 \\ ok' >> sb.Create([{"t": 1}])

@@ -77,8 +77,9 @@ def assert_agree_epoch_by_epoch(
 ) -> None:
     """The Spark runner on `spark_runner`'s session emits the direct runner's rows in the same
     epochs for the stream `builder` makes, and drops the same late and invalid rows (with
-    `metrics`, `metrics()` agrees too: rows in and out, and each `WithWatermark`'s drops and
-    watermark; with `every_watermark`, every transform's watermarks and lags)."""
+    `metrics`, `metrics()` agrees too: rows in and out, and each `WithWatermark`'s drops,
+    watermark and estimate; with `every_watermark`, every transform's watermarks, lags and
+    estimates)."""
     direct = run_fully(builder, sb.DirectRunner(), metrics)
     spark = run_fully(builder, spark_runner, metrics)
     assert_runs_agree(direct, spark, metrics, every_watermark)
@@ -96,8 +97,16 @@ def assert_runs_agree(
         direct_metrics, spark_metrics = (
             {
                 label: (m.rows_in, m.rows_out, m.invalid_rows)
-                + ((m.late_rows, m.watermarks) if "WithWatermark" in label else ())
-                + ((m.watermarks, m.watermark_lag) if every_watermark else ())
+                + (
+                    (m.late_rows, m.watermarks, m.watermark_estimates)
+                    if "WithWatermark" in label
+                    else ()
+                )
+                + (
+                    (m.watermarks, m.watermark_lag, m.watermark_estimates)
+                    if every_watermark
+                    else ()
+                )
                 for label, m in result.metrics().items()
             }
             for result in (direct_result, spark_result)

@@ -91,7 +91,7 @@ def fed_with_lateness(p: sb.Pipeline) -> StreamOutputs:
 def test_lateness_is_part_of_the_watermark_delay_on_spark(spark_runner: Any) -> None:
     direct, _ = run_streaming(fed_with_lateness, sb.DirectRunner())
     assert [row["k"] for epoch in direct["late"] for row in epoch] == ["below"]
-    assert_agree_epoch_by_epoch(fed_with_lateness, spark_runner, metrics=True)
+    assert_agree_epoch_by_epoch(fed_with_lateness, spark_runner, metrics=True, every_watermark=True)
     rows = [row for epoch in edge_epochs() for row in epoch]
 
     def bounded(p: sb.Pipeline) -> dict[str, sb.PCollection]:
@@ -108,10 +108,13 @@ def test_lateness_is_part_of_the_watermark_delay_on_spark(spark_runner: Any) -> 
         p = sb.Pipeline(runner=runner)
         made = bounded(p)
         result = p.run()
+        counted = result.metrics()[made["kept"].node.label]
         outputs[type(runner).__name__] = {
             name: row_multiset(result.collect(pcoll)) for name, pcoll in made.items()
-        }
+        } | {"marks": (counted.watermarks, counted.watermark_estimates)}
     assert outputs["SparkRunner"] == outputs["DirectRunner"]
+    marks, estimates = outputs["SparkRunner"]["marks"]
+    assert estimates == {"t": marks["t"] + timedelta(seconds=1)}
 
 
 def write_epochs(directory: str) -> None:

@@ -111,31 +111,39 @@ class SparkResult(ResultViews):
                 invalid = 0
                 marks: dict[str, Any] = {}
                 lags: dict[str, Any] = {}
+                estimates: dict[str, Any] = {}
                 if isinstance(transform, WithWatermark):
                     invalid = int(self.translation.invalid[node.id].count())
-                    mark, lag = _batch_watermark(frames[node.id], transform, node)
+                    mark, lag, estimate = _batch_watermark(frames[node.id], transform, node)
                     if mark is not None:
                         marks[transform.column], lags[transform.column] = mark, lag
+                    if estimate != mark:
+                        estimates[transform.column] = estimate
                 out[node.label] = TransformMetrics(
                     rows_in=rows_in,
                     rows_out=rows[node.id],
                     invalid_rows=invalid,
                     watermarks=marks,
                     watermark_lag=lags,
+                    watermark_estimates=estimates,
                 )
         return out
 
 
-def _batch_watermark(frame: DataFrame, transform: WithWatermark, node: Node) -> tuple[Any, Any]:
-    """`(watermark, lag)` a `WithWatermark` reaches after one epoch, or `(None, None)`."""
+def _batch_watermark(
+    frame: DataFrame, transform: WithWatermark, node: Node
+) -> tuple[Any, Any, Any]:
+    """`(watermark, lag, estimate)` a `WithWatermark` reaches after one epoch, or
+    `(None, None, None)`."""
     schema = node.info.schema
     kind = schema.type_of(transform.column)
     is_datetime = kind is _dt.datetime
     column = F.col(transform.column)
     (top,) = frame.agg(F.max(F.unix_micros(column) if is_datetime else column)).first() or (None,)
     if top is None:
-        return None, None
+        return None, None, None
     mark = transform.watermark_function(schema)(int(top))
+    estimate = transform.estimate_function(schema)(int(top))
     if is_datetime:
-        return from_micros(mark), (int(top) - mark) * ONE_MICROSECOND
-    return mark, int(top) - mark
+        return from_micros(mark), (int(top) - mark) * ONE_MICROSECOND, from_micros(estimate)
+    return mark, int(top) - mark, estimate

@@ -31,7 +31,11 @@ from sparkbeam.runners.spark.plan.ancestry import ancestors
 from sparkbeam.runners.spark.plan.keys import INVALID_ROWS, ROWS, MetricKey, Observation
 from sparkbeam.runners.spark.plan.queries import refuse_query
 from sparkbeam.runners.spark.session.engine_errors import spark_errors
-from sparkbeam.runners.spark.translate.observed import derived_watermarks, streaming_watermarks
+from sparkbeam.runners.spark.translate.observed import (
+    derived_watermarks,
+    streaming_watermarks,
+    watermark_estimates,
+)
 from sparkbeam.runners.spark.translate.sources import sink_of
 from sparkbeam.schema import Row
 from sparkbeam.transforms.connectors import ForEachBatch
@@ -340,11 +344,15 @@ class SparkStreamingResult(ResultViews):
             elif isinstance(node.transform, Join):  # a join's rows out are not its rows in
                 late = _filtered_out(counts, node.id)
             watermarks, lags = streaming_watermarks(node, counts, marks.get(node.id))
+            upstream = None
             if len(node.inputs) == 1 and not isinstance(node.transform, WithWatermark):
                 upstream = out.get(nodes[node.inputs[0]].label)
                 if upstream is not None:
                     derived, lagging = derived_watermarks(node, upstream.watermarks, counts)
                     watermarks, lags = {**watermarks, **derived}, {**lags, **lagging}
+            estimates = watermark_estimates(
+                node, watermarks, {} if upstream is None else upstream.watermark_estimates, counts
+            )
             out[node.label] = TransformMetrics(
                 rows_in=rows_in,
                 rows_out=rows_out,
@@ -352,6 +360,7 @@ class SparkStreamingResult(ResultViews):
                 invalid_rows=invalid,
                 watermarks=watermarks,
                 watermark_lag=lags,
+                watermark_estimates=estimates,
             )
         return out
 

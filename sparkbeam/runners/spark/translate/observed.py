@@ -17,6 +17,7 @@ from sparkbeam.runners.spark.exact.late_filter import mark as mark_of
 from sparkbeam.runners.spark.parts.units import units
 from sparkbeam.runners.spark.plan.keys import ROWS, Observation, latest_field
 from sparkbeam.time import MAX_MICROS, MIN_MICROS, ONE_MICROSECOND, from_micros, to_micros
+from sparkbeam.transforms.watermark import WithWatermark
 
 
 def observed(node: Node, frame: DataFrame) -> DataFrame:
@@ -110,3 +111,31 @@ def derived_watermarks(
             if latest is not None:
                 lags[derived.column] = latest - value
     return watermarks, lags
+
+
+def watermark_estimates(
+    node: Node,
+    watermarks: Mapping[str, Any],
+    upstream: Mapping[str, Any],
+    counts: Mapping[str, int],
+) -> dict[str, Any]:
+    """The estimate of each column of `node` whose estimate differs from its watermark (in
+    `watermarks`), as the direct runner reports it. Spark's query carries the watermark only,
+    so the estimate is made from it: at a `WithWatermark` with `allowed_lateness`, its
+    watermark plus the lateness (`E = W + L`); further down, derived from the input's reported
+    estimates (`upstream`) by the node's rule, as the value is."""
+    transform = node.transform
+    if isinstance(transform, WithWatermark):
+        lateness = transform.lateness_units(node.info.schema)
+        value = watermarks.get(transform.column)
+        if not lateness or value is None:
+            return {}
+        if isinstance(value, _dt.datetime):
+            if to_micros(value) + lateness > MAX_MICROS:
+                return {}
+            return {transform.column: value + lateness * ONE_MICROSECOND}
+        return {transform.column: value + lateness}
+    if not upstream or len(node.inputs) != 1:
+        return {}
+    derived, _ = derived_watermarks(node, upstream, counts)
+    return {column: value for column, value in derived.items() if value != watermarks.get(column)}
