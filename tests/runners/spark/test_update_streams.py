@@ -1,0 +1,181 @@
+"""`CombinePerKey(emit="update")` on Spark Structured Streaming gives the direct runner's rows,
+epoch by epoch, over replayed sources: each epoch's step-1 rows (one per group it touched)
+before its step-2 rows (the groups the watermark passed), with `allowed_lateness` too.
+
+The streams run side by side in one module fixture (`spark_runs`); each test compares one.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import datetime as dt
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import sparkbeam as sb
+from sparkbeam.runners.spark.queries import SIDE_BY_SIDE
+from tests.agreement.pipelines import row_multiset
+
+pytestmark = pytest.mark.spark
+
+Rows = list[dict[str, Any]]
+Outputs = dict[str, sb.PCollection]
+ByEpoch = dict[str, list[Rows]]
+SCHEMA = {"k": str, "t": int, "v": int}
+
+
+def stream_of(*epochs: Rows, schema: dict[str, type] | None = None) -> sb.TestStream:
+    stream = sb.TestStream(schema or SCHEMA)
+    for rows in epochs:
+        stream.add_epoch(rows)
+    return stream
+
+
+def row(t: int, k: str = "a", v: int = 1) -> dict[str, Any]:
+    return {"k": k, "t": t, "v": v}
+
+
+def steps(rows: Rows) -> tuple[list[str], list[str]]:
+    """An epoch's update rows as (step 1, step 2), each as a sorted multiset, after checking
+    that every step-1 row comes before every step-2 row."""
+    closing = [r["pane_timing"] == "ON_TIME" or r["pane_is_last"] for r in rows]
+    assert closing == sorted(closing), f"a step-1 row after a step-2 row: {rows}"
+    first = [r for r, c in zip(rows, closing, strict=True) if not c]
+    second = [r for r, c in zip(rows, closing, strict=True) if c]
+    return row_multiset(first), row_multiset(second)
+
+
+def tumble_sum(p: sb.Pipeline) -> Outputs:
+    """A window touched and closed in one epoch: its update, then its closing row."""
+    rows = p | stream_of([row(1)], [row(2, v=10), row(15, v=100)], [row(16, "b")])
+    windows = rows.with_watermark("t", 0).tumble("t", 10)
+    updates = windows.combine_per_key(["k", "window_start"], emit="update", total=sb.Sum("v"))
+    closed = windows.combine_per_key(["k", "window_start"], total=sb.Sum("v"))
+    return {"updates": updates, "finals": updates.finals(), "closed": closed}
+
+
+def hop(p: sb.Pipeline) -> Outputs:
+    """A hop row updates both its windows."""
+    rows = p | stream_of([row(7)], [row(8, v=2)], [row(25, v=4)])
+    windows = rows.with_watermark("t", 0).hop("t", 10, 5)
+    updates = windows.combine_per_key(["window_start"], emit="update", total=sb.Sum("v"))
+    return {"updates": updates}
+
+
+def late_corrections(p: sb.Pipeline) -> Outputs:
+    """delay 0, lateness 10: ON_TIME at the estimate, LATE corrections until the watermark,
+    rows past the lateness dropped into late_rows()."""
+    epochs = [[row(1)], [row(12)], [row(5)], [row(25)], [row(8)], [row(40)], [row(3)]]
+    marked = (p | stream_of(*epochs)).with_watermark("t", 0, allowed_lateness=10)
+    windows = marked.tumble("t", 10)
+    updates = windows.combine_per_key(["k", "window_start"], emit="update", total=sb.Sum("v"))
+    closed = windows.combine_per_key(["k", "window_start"], total=sb.Sum("v"))
+    return {
+        "updates": updates,
+        "finals": updates.finals(),
+        "closed": closed,
+        "late": marked.late_rows(),
+    }
+
+
+def born_late(p: sb.Pipeline) -> Outputs:
+    """A group whose first row comes after the estimate passed it has LATE rows only."""
+    epochs = [[row(14)], [row(6, "b"), row(7, "b", 2)], [row(9, "b")], [row(30)]]
+    marked = (p | stream_of(*epochs)).with_watermark("t", 0, allowed_lateness=10)
+    updates = marked.tumble("t", 10).combine_per_key(
+        ("k", "window_start"), emit="update", total=sb.Sum("v")
+    )
+    return {"updates": updates}
+
+
+def running(p: sb.Pipeline) -> Outputs:
+    """No watermarked key: each epoch updates the groups it touched, the end of input closes
+    them (the watermark on t only ends the input)."""
+    rows = p | stream_of([row(1), row(1, "b", 5)], [row(2, v=2)], [])
+    updates = rows.with_watermark("t", 0).combine_per_key(
+        "k", emit="update", total=sb.Sum("v"), n=sb.Count()
+    )
+    return {"updates": updates, "finals": updates.finals()}
+
+
+MINUTE = dt.datetime(2026, 1, 1, 10, 0, tzinfo=dt.UTC)
+
+
+def at(seconds: int, k: str = "a") -> dict[str, Any]:
+    return {"k": k, "t": MINUTE + dt.timedelta(seconds=seconds), "v": 1}
+
+
+def datetimes(p: sb.Pipeline) -> Outputs:
+    """A datetime column, delay and lateness in seconds: the estimate in milliseconds."""
+    schema = {"k": str, "t": dt.datetime, "v": int}
+    epochs = [[at(5)], [at(61)], [at(30)], [at(95)], [at(50, "b")], [at(125)]]
+    marked = (p | stream_of(*epochs, schema=schema)).with_watermark(
+        "t", "1 second", allowed_lateness="30 seconds"
+    )
+    updates = marked.tumble("t", "1 minute").combine_per_key(
+        ["k", "window_start"], emit="update", n=sb.Count(), first=sb.Min("t")
+    )
+    return {"updates": updates, "late": marked.late_rows()}
+
+
+STREAMS: dict[str, Callable[[sb.Pipeline], Outputs]] = {
+    "tumble_sum": tumble_sum,
+    "hop": hop,
+    "late_corrections": late_corrections,
+    "born_late": born_late,
+    "running": running,
+    "datetimes": datetimes,
+}
+
+
+ONLY_DIRECT = ("closed",)
+"""Outputs collected on the direct runner only (the Spark run's `finals()` is compared with
+them): fewer queries for Spark."""
+
+
+def run(build: Callable[[sb.Pipeline], Outputs], runner: Any) -> ByEpoch:
+    p = sb.Pipeline(runner=runner)
+    outputs = build(p)
+    result = p.run()
+    if isinstance(runner, sb.SparkRunner):
+        outputs = {name: pc for name, pc in outputs.items() if name not in ONLY_DIRECT}
+        result.prepare(*outputs.values())
+    return {name: result.collect_by_epoch(pc) for name, pc in outputs.items()}
+
+
+@pytest.fixture(scope="module")
+def spark_runs(spark_runner: Any) -> dict[str, ByEpoch | BaseException]:
+    with concurrent.futures.ThreadPoolExecutor(max_workers=SIDE_BY_SIDE) as pool:
+        futures = {name: pool.submit(run, build, spark_runner) for name, build in STREAMS.items()}
+        return {name: future.exception() or future.result() for name, future in futures.items()}
+
+
+def assert_agree(direct: ByEpoch, spark: ByEpoch) -> None:
+    """The same rows in the same epochs; update rows in the same steps of each epoch."""
+    for name, epochs in direct.items():
+        if name in ONLY_DIRECT:
+            continue
+        assert len(spark[name]) == len(epochs), name
+        for index, (want, got) in enumerate(zip(epochs, spark[name], strict=True)):
+            if name == "updates":
+                assert steps(got) == steps(want), (name, index)
+            else:
+                assert row_multiset(got) == row_multiset(want), (name, index)
+
+
+@pytest.mark.parametrize("name", sorted(STREAMS))
+def test_spark_streaming_gives_the_direct_runners_update_rows(
+    name: str, spark_runs: dict[str, Any]
+) -> None:
+    spark = spark_runs[name]
+    if isinstance(spark, BaseException):
+        raise spark
+    direct = run(STREAMS[name], sb.DirectRunner())
+    assert_agree(direct, spark)
+    assert any(any(steps(epoch)[1]) for epoch in spark["updates"][:-1]) or name == "running"
+    if "closed" in direct:  # finals() is emit="close", epoch by epoch
+        assert [row_multiset(e) for e in spark["finals"]] == [
+            row_multiset(e) for e in direct["closed"]
+        ]
