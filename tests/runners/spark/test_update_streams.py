@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import concurrent.futures
 import datetime as dt
+import os
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import Phase, example, given, settings
+from hypothesis import strategies as st
 
 import sparkbeam as sb
 from sparkbeam.runners.spark.queries import SIDE_BY_SIDE
@@ -179,3 +182,51 @@ def test_spark_streaming_gives_the_direct_runners_update_rows(
         assert [row_multiset(e) for e in spark["finals"]] == [
             row_multiset(e) for e in direct["closed"]
         ]
+
+
+RANDOM_EXAMPLES = 4
+"""Drawn examples of the property test off CI; under `CI=true` it runs its fixed ones only."""
+
+rows_of_an_epoch = st.lists(
+    st.builds(row, st.integers(0, 45), st.sampled_from("ab"), st.integers(1, 9)), max_size=3
+)
+
+
+def random_updates(
+    epochs: list[Rows], delay: int, lateness: int
+) -> Callable[[sb.Pipeline], Outputs]:
+    def build(p: sb.Pipeline) -> Outputs:
+        marked = (p | stream_of(*epochs)).with_watermark("t", delay, allowed_lateness=lateness)
+        updates = marked.tumble("t", 10).combine_per_key(
+            ["k", "window_start"], emit="update", total=sb.Sum("v")
+        )
+        return {"updates": updates, "late": marked.late_rows()}
+
+    return build
+
+
+@settings(
+    max_examples=RANDOM_EXAMPLES,
+    phases=[Phase.explicit] if os.environ.get("CI") else [Phase.explicit, Phase.generate],
+    deadline=None,
+)
+@given(
+    epochs=st.lists(rows_of_an_epoch, min_size=1, max_size=4),
+    delay=st.sampled_from([0, 3]),
+    lateness=st.sampled_from([0, 4, 10]),
+)
+@example(
+    epochs=[[row(3), row(12, "b")], [row(25), row(9, "b", 2)], [row(14), row(2)], [row(33)]],
+    delay=0,
+    lateness=10,
+)
+@example(
+    epochs=[[row(1), row(15, "b")], [row(8, v=3)], [row(20, "b"), row(4)]], delay=3, lateness=0
+)
+def test_random_epochs_give_the_direct_runners_update_rows(
+    spark_runner: Any, epochs: list[Rows], delay: int, lateness: int
+) -> None:
+    """Random epochs (rows out of order, some late, some inside the lateness): the Spark run
+    gives the direct run's update rows and late rows, epoch by epoch and step by step."""
+    build = random_updates(epochs, delay, lateness)
+    assert_agree(run(build, sb.DirectRunner()), run(build, spark_runner))
