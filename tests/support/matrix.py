@@ -559,7 +559,7 @@ FEATURES: tuple[Feature, ...] = (
         _outcomes(
             batch=Refused(S.UPDATE_MODE),
             streaming=Runs("yes (replayed sources: the same rows in the same epochs)"),
-            live=Refused(S.UPDATE_LIVE),
+            live=Runs("yes (the direct runner's change rows, as a multiset)"),
         ),
     ),
     Feature(

@@ -231,17 +231,6 @@ UPDATE_MODE = Refusal(
     "(each group once, when the watermark passes it)",
 )
 
-UPDATE_LIVE = Refusal(
-    name="update-live",
-    refused='`CombinePerKey(emit="update")` over live sources (into a sink)',
-    modes=(LIVE,),
-    reason="the Spark runner makes update streams over the sources it replays epoch by epoch "
-    "(TestStream, Create, ReadFiles collected); {source} is read by Spark itself, where it "
-    "does not make them yet",
-    advice="run the pipeline over replayed sources or on the direct runner, or use "
-    "emit='close' (each group once, when the watermark passes it)",
-)
-
 UPDATE_WITHOUT_WATERMARK = Refusal(
     name="update-without-watermark",
     refused='`CombinePerKey(emit="update")` on a stream with no `WithWatermark` upstream',
@@ -281,7 +270,6 @@ REFUSALS = (
     NO_TRANSLATION,
     EMIT_EVENT,
     UPDATE_MODE,
-    UPDATE_LIVE,
     UPDATE_WITHOUT_WATERMARK,
     UPDATE_LATENESS_APART,
     UPDATE_HELD_KEY,

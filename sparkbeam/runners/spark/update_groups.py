@@ -22,6 +22,13 @@ sentinel lifts the watermark past every timer. The runner keeps a batch's
 rows after the batch before's, so each epoch's step-1 rows come before its
 step-2 rows.
 
+On live sources Spark runs a backlog's files as data micro-batches back to
+back: the watermark an epoch raised is the next batch's, whose rows reach
+`handleInputRows` before the timers fire. A group whose on-time point that
+watermark has passed emits its `"ON_TIME"` row there, before the update of
+the new rows (its timer then finds it on time and emits nothing), so the
+change rows are the direct runner's.
+
 A running aggregate (no watermarked key) has one timer, at `END_OF_INPUT_MS`,
 which only the end of input's watermark reaches: there `E` and `W` are both
 past the group, so its one step-2 row is `"ON_TIME"` and last.
@@ -120,13 +127,23 @@ class UpdateGroups(StatefulProcessor):
                 self.handle.registerTimer(on_time_at)
             if on_time_at != release:
                 self.handle.registerTimer(release)
+        out: list[Row] = []
+        if (
+            stored
+            and not passed
+            and release - self.lateness_ms <= timerValues.getCurrentWatermarkInMs()
+        ):
+            # On time since the batch before, whose rows ran back to back with these: its
+            # timer fires only after them, but its "ON_TIME" row comes before their update.
+            out.append(self._row(key_values, tables, ON_TIME, pane, last=False))
+            pane, passed = pane + 1, True
         columns = {name: [row[name] for row in batch] for name in self.in_schema.names}
         with _marked():
             for table in tables:
                 table.add([0] * len(batch), columns)
-        out = self._row(key_values, tables, LATE if passed else EARLY, pane, last=False)
+        out.append(self._row(key_values, tables, LATE if passed else EARLY, pane, last=False))
         self.group.update((cloudpickle.dumps((key_values, tables, pane + 1, passed, release)),))
-        return iter([out])
+        return iter(out)
 
     def handleExpiredTimer(
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo

@@ -68,12 +68,6 @@ def update_mode(p: sb.Pipeline) -> None:
     windows.combine_per_key(["window_start"], emit="update", n=sb.Count())
 
 
-def update_live(p: sb.Pipeline) -> None:
-    windows = live(p, "a").with_watermark("t", 0).tumble("t", 10)
-    updates = windows.combine_per_key(["window_start"], emit="update", n=sb.Count())
-    updates.for_each_batch(ignore)
-
-
 def update_without_watermark(p: sb.Pipeline) -> None:
     stream(p).combine_per_key("k", emit="update", n=sb.Count())
 
@@ -198,7 +192,6 @@ REFUSED: dict[str, tuple[Callable[[sb.Pipeline], None], Refusal]] = {
     "emit-event-bounded": (emit_event_bounded, limits.EMIT_EVENT),
     "emit-event": (emit_event, limits.EMIT_EVENT),
     "update-mode": (update_mode, limits.UPDATE_MODE),
-    "update-live": (update_live, limits.UPDATE_LIVE),
     "update-without-watermark": (update_without_watermark, limits.UPDATE_WITHOUT_WATERMARK),
     "update-lateness-apart": (update_lateness_apart, limits.UPDATE_LATENESS_APART),
     "update-held-key": (update_held_key, limits.UPDATE_HELD_KEY),

@@ -11,8 +11,11 @@ import concurrent.futures
 import datetime as dt
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import Phase, example, given, settings
 from hypothesis import strategies as st
@@ -230,3 +233,63 @@ def test_random_epochs_give_the_direct_runners_update_rows(
     gives the direct run's update rows and late rows, epoch by epoch and step by step."""
     build = random_updates(epochs, delay, lateness)
     assert_agree(run(build, sb.DirectRunner()), run(build, spark_runner))
+
+
+LIVE_SCHEMA = {"k": str, "t": dt.datetime, "v": int}
+
+
+def write_live_epoch(directory: Path, index: int, rows: Rows) -> None:
+    """One parquet file per epoch, modification times in name order (Spark's file order)."""
+    table = pa.table(
+        {
+            "k": pa.array([r["k"] for r in rows], pa.string()),
+            "t": pa.array([r["t"] for r in rows], pa.timestamp("us", tz="UTC")),
+            "v": pa.array([r["v"] for r in rows], pa.int64()),
+        }
+    )
+    path = directory / f"epoch-{index:03d}.parquet"
+    pq.write_table(table, path)
+    os.utime(path, (1_700_000_000 + index, 1_700_000_000 + index))
+
+
+def live_updates(p: sb.Pipeline, source: Path) -> sb.PCollection:
+    rows = p | sb.ReadFiles(str(source), schema=LIVE_SCHEMA, streaming=True)
+    marked = rows.with_watermark("t", 0, allowed_lateness="10 seconds")
+    return marked.tumble("t", "10 seconds").combine_per_key(
+        ["k", "window_start"], emit="update", n=sb.Count()
+    )
+
+
+def test_live_files_into_a_file_sink_give_the_direct_runners_change_rows(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Spark's own file source, its files run back to back: window 0 is on time after the
+    second file (the estimate 12 s passes it, the watermark 2 s does not), and the third
+    file corrects it; its "ON_TIME" row still comes before that "LATE" update (Spark fires
+    the timer after the batch's rows). The sink holds the direct runner's change rows
+    before its end-of-input flush (a live source never ends)."""
+    source, out = tmp_path / "in", tmp_path / "out"
+    source.mkdir()
+    epochs = [[at(1)], [at(12)], [at(5)], [at(31, "b")]]
+    for index, rows in enumerate(epochs):
+        write_live_epoch(source, index, rows)
+    p = sb.Pipeline()
+    updates = live_updates(p, source)
+    direct = p.run().collect_by_epoch(updates)
+    before_flush = [r for epoch in direct[:-1] for r in epoch]
+    first = [r for r in before_flush if r["window_start"].second == 0]
+    assert [(r["n"], r["pane_timing"], r["pane_index"]) for r in first][:3] == [
+        (1, "EARLY", 0),
+        (1, "ON_TIME", 1),
+        (2, "LATE", 2),
+    ]
+    runner = sb.SparkRunner(spark=spark, checkpoint_location=str(tmp_path / "checkpoints"))
+    p = sb.Pipeline(runner=runner)
+    live_updates(p, source).write_files(str(out))
+    result = p.run()
+    result.process_all_available()
+    result.stop()
+    read = sb.Pipeline()
+    files = read | sb.ReadFiles(str(out))
+    written = read.run().collect(files)
+    assert row_multiset(written) == row_multiset(before_flush)

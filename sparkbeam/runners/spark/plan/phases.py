@@ -142,7 +142,6 @@ def refuse_untranslated_streaming(nodes: Sequence[Node], origins: Origins) -> No
 
 DECIDED = (
     limits.UPDATE_MODE,
-    limits.UPDATE_LIVE,
     limits.UPDATE_WITHOUT_WATERMARK,
     limits.UPDATE_LATENESS_APART,
     limits.UPDATE_HELD_KEY,

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from sparkbeam.graph import Node
 from sparkbeam.runners.shared.alignment import AlignmentGraph
 from sparkbeam.runners.spark import limits
-from sparkbeam.runners.spark.plan.updates import refuse_live_updates
 from sparkbeam.runners.spark.planning import ancestors, origins_meet
 from sparkbeam.transforms.connectors import ReadFromSpark
 from sparkbeam.transforms.files import ReadFiles
@@ -62,7 +61,6 @@ def refuse_query(nodes: Sequence[Node], target: Node, sink: bool, live: bool) ->
     replayed = [nodes[n].label for n in upstream if is_replayed(nodes[n], live)]
     if live_sources and not sink:
         raise limits.COLLECT_LIVE.error(target.label, source=live_sources[0])
-    refuse_live_updates(nodes, target, live_sources)
     if live_sources and replayed:
         raise limits.LIVE_AND_REPLAYED.error(
             target.label, live=live_sources[0], replayed=replayed[0]

@@ -17,7 +17,6 @@ from sparkbeam.graph import Node
 from sparkbeam.runners.spark import limits
 from sparkbeam.runners.spark.plan.judging import pipeline_judges
 from sparkbeam.runners.spark.plan.origins import watermark_origins
-from sparkbeam.runners.spark.planning import ancestors
 from sparkbeam.time import shown_value
 from sparkbeam.transforms.combine import CombinePerKey
 from sparkbeam.transforms.watermark import WithWatermark
@@ -91,13 +90,3 @@ def refuse_held_update_keys(nodes: Sequence[Node], origins: Origins) -> None:
         held = [k for k in transform.keys if k in judged and judged[k].held]
         if held:
             raise limits.UPDATE_HELD_KEY.error(node.label, column=held[0])
-
-
-def refuse_live_updates(nodes: Sequence[Node], target: Node, live_sources: Sequence[str]) -> None:
-    """An update-mode `CombinePerKey` in a query that reads live sources."""
-    if not live_sources:
-        return
-    for node_id in sorted(ancestors(nodes, target)):
-        node = nodes[node_id]
-        if isinstance(node.transform, CombinePerKey) and node.transform.updates:
-            raise limits.UPDATE_LIVE.error(node.label, source=live_sources[0])
