@@ -260,36 +260,56 @@ def live_updates(p: sb.Pipeline, source: Path) -> sb.PCollection:
     )
 
 
+def direct_before_flush(source: Path) -> Rows:
+    """What the direct runner emits over the files before its end-of-input flush."""
+    p = sb.Pipeline()
+    updates = live_updates(p, source)
+    direct = p.run().collect_by_epoch(updates)
+    return [r for epoch in direct[:-1] for r in epoch]
+
+
+def run_live(spark: Any, source: Path, out: Path, checkpoints: Path) -> None:
+    """The live pipeline into a file sink until it has read every file, then stopped."""
+    p = sb.Pipeline(runner=sb.SparkRunner(spark=spark, checkpoint_location=str(checkpoints)))
+    live_updates(p, source).write_files(str(out))
+    result = p.run()
+    result.process_all_available()
+    result.stop()
+
+
+def read_sink(out: Path) -> Rows:
+    read = sb.Pipeline()
+    files = read | sb.ReadFiles(str(out))
+    return read.run().collect(files)
+
+
 def test_live_files_into_a_file_sink_give_the_direct_runners_change_rows(
     spark: Any, tmp_path: Path
 ) -> None:
     """Spark's own file source, its files run back to back: window 0 is on time after the
     second file (the estimate 12 s passes it, the watermark 2 s does not), and the third
     file corrects it; its "ON_TIME" row still comes before that "LATE" update (Spark fires
-    the timer after the batch's rows). The sink holds the direct runner's change rows
-    before its end-of-input flush (a live source never ends)."""
-    source, out = tmp_path / "in", tmp_path / "out"
+    the timer after the batch's rows). Stopped, then started again from its checkpoint on
+    two more files (a group born late, closing rows): the sink holds the direct runner's
+    change rows before its end-of-input flush (a live source never ends), each once."""
+    source, out, checkpoints = tmp_path / "in", tmp_path / "out", tmp_path / "checkpoints"
     source.mkdir()
-    epochs = [[at(1)], [at(12)], [at(5)], [at(31, "b")]]
-    for index, rows in enumerate(epochs):
+    epochs = [[at(1)], [at(12)], [at(5)], [at(31, "b")], [at(25, "b")], [at(45)]]
+    for index, rows in enumerate(epochs[:4]):
         write_live_epoch(source, index, rows)
-    p = sb.Pipeline()
-    updates = live_updates(p, source)
-    direct = p.run().collect_by_epoch(updates)
-    before_flush = [r for epoch in direct[:-1] for r in epoch]
+    before_flush = direct_before_flush(source)
     first = [r for r in before_flush if r["window_start"].second == 0]
     assert [(r["n"], r["pane_timing"], r["pane_index"]) for r in first][:3] == [
         (1, "EARLY", 0),
         (1, "ON_TIME", 1),
         (2, "LATE", 2),
     ]
-    runner = sb.SparkRunner(spark=spark, checkpoint_location=str(tmp_path / "checkpoints"))
-    p = sb.Pipeline(runner=runner)
-    live_updates(p, source).write_files(str(out))
-    result = p.run()
-    result.process_all_available()
-    result.stop()
-    read = sb.Pipeline()
-    files = read | sb.ReadFiles(str(out))
-    written = read.run().collect(files)
-    assert row_multiset(written) == row_multiset(before_flush)
+    run_live(spark, source, out, checkpoints)
+    assert row_multiset(read_sink(out)) == row_multiset(before_flush)
+
+    for index, rows in enumerate(epochs[4:], start=4):
+        write_live_epoch(source, index, rows)
+    before_flush = direct_before_flush(source)
+    assert any(r["k"] == "b" and r["pane_timing"] == "LATE" for r in before_flush)
+    run_live(spark, source, out, checkpoints)
+    assert row_multiset(read_sink(out)) == row_multiset(before_flush)
