@@ -313,3 +313,26 @@ def test_live_files_into_a_file_sink_give_the_direct_runners_change_rows(
     assert any(r["k"] == "b" and r["pane_timing"] == "LATE" for r in before_flush)
     run_live(spark, source, out, checkpoints)
     assert row_multiset(read_sink(out)) == row_multiset(before_flush)
+
+
+def test_a_replayed_update_stream_into_sinks_gives_the_direct_runners_change_rows(
+    spark_runner: Any, tmp_path: Path
+) -> None:
+    """`WriteFiles` writes the change rows as they are, `ForEachBatch` receives them: the
+    direct runner's, over a TestStream, end of input included."""
+
+    def build(runner: Any, out: Path, calls: list[Rows]) -> None:
+        p = sb.Pipeline(runner=runner)
+        updates = late_corrections(p)["updates"]
+        updates.write_files(str(out)).for_each_batch(lambda rows, batch: calls.append(rows))
+        p.run()
+
+    direct_calls: list[Rows] = []
+    spark_calls: list[Rows] = []
+    build(sb.DirectRunner(), tmp_path / "direct", direct_calls)
+    build(spark_runner, tmp_path / "spark", spark_calls)
+    written = read_sink(tmp_path / "spark")
+    assert row_multiset(written) == row_multiset(read_sink(tmp_path / "direct"))
+    assert any(row["pane_timing"] == "LATE" for row in written)
+    called = [row for rows in spark_calls for row in rows]
+    assert row_multiset(called) == row_multiset([row for rows in direct_calls for row in rows])
