@@ -103,7 +103,7 @@ def running(p: sb.Pipeline) -> Outputs:
     updates = rows.with_watermark("t", 0).combine_per_key(
         "k", emit="update", total=sb.Sum("v"), n=sb.Count()
     )
-    return {"updates": updates, "finals": updates.finals()}
+    return {"updates": updates}
 
 
 MINUTE = dt.datetime(2026, 1, 1, 10, 0, tzinfo=dt.UTC)
@@ -123,7 +123,7 @@ def datetimes(p: sb.Pipeline) -> Outputs:
     updates = marked.tumble("t", "1 minute").combine_per_key(
         ["k", "window_start"], emit="update", n=sb.Count(), first=sb.Min("t")
     )
-    return {"updates": updates, "late": marked.late_rows()}
+    return {"updates": updates}
 
 
 STREAMS: dict[str, Callable[[sb.Pipeline], Outputs]] = {
