@@ -10,6 +10,7 @@ from __future__ import annotations
 import concurrent.futures
 import datetime as dt
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from hypothesis import strategies as st
 import sparkbeam as sb
 from sparkbeam.runners.spark.queries import SIDE_BY_SIDE
 from tests.agreement.pipelines import row_multiset
+from tests.runners.spark.drivers import ROOT, SESSION, kill_during_batch
 
 pytestmark = pytest.mark.spark
 
@@ -252,8 +254,20 @@ def write_live_epoch(directory: Path, index: int, rows: Rows) -> None:
     os.utime(path, (1_700_000_000 + index, 1_700_000_000 + index))
 
 
-def live_updates(p: sb.Pipeline, source: Path) -> sb.PCollection:
+def live_updates(p: sb.Pipeline, source: Path, slow: str | None = None) -> sb.PCollection:
+    """The live pipeline; with `slow`, its rows wait a minute while that file exists (a batch
+    to kill the driver in)."""
     rows = p | sb.ReadFiles(str(source), schema=LIVE_SCHEMA, streaming=True)
+    if slow is not None:
+        marker = slow
+
+        def hold_up(row: dict[str, Any]) -> bool:
+            if os.path.exists(marker):
+                open(marker + ".started", "w").close()
+                time.sleep(60)  # killed from outside long before this ends
+            return True
+
+        rows = rows.filter(hold_up)
     marked = rows.with_watermark("t", 0, allowed_lateness="10 seconds")
     return marked.tumble("t", "10 seconds").combine_per_key(
         ["k", "window_start"], emit="update", n=sb.Count()
@@ -268,10 +282,12 @@ def direct_before_flush(source: Path) -> Rows:
     return [r for epoch in direct[:-1] for r in epoch]
 
 
-def run_live(spark: Any, source: Path, out: Path, checkpoints: Path) -> None:
+def run_live(
+    spark: Any, source: Path, out: Path, checkpoints: Path, slow: str | None = None
+) -> None:
     """The live pipeline into a file sink until it has read every file, then stopped."""
     p = sb.Pipeline(runner=sb.SparkRunner(spark=spark, checkpoint_location=str(checkpoints)))
-    live_updates(p, source).write_files(str(out))
+    live_updates(p, source, slow).write_files(str(out))
     result = p.run()
     result.process_all_available()
     result.stop()
@@ -336,3 +352,33 @@ def test_a_replayed_update_stream_into_sinks_gives_the_direct_runners_change_row
     assert any(row["pane_timing"] == "LATE" for row in written)
     called = [row for rows in spark_calls for row in rows]
     assert row_multiset(called) == row_multiset([row for rows in direct_calls for row in rows])
+
+
+KILLED_DRIVER = (
+    SESSION
+    + """
+from pathlib import Path
+from tests.runners.spark.test_update_streams import run_live
+run_live(spark, Path({source!r}), Path({out!r}), Path({checkpoints!r}), {slow!r})
+"""
+)
+
+
+def test_a_live_update_stream_survives_a_driver_killed_during_a_batch(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The driver (Python and its JVM) killed with SIGKILL in the middle of the first
+    micro-batch; a new one started on the same checkpoint writes every change row once."""
+    source, out, checkpoints = tmp_path / "in", tmp_path / "out", tmp_path / "checkpoints"
+    slow = str(tmp_path / "slow")
+    source.mkdir()
+    for index, rows in enumerate([[at(1)], [at(12)], [at(5)], [at(31, "b")]]):
+        write_live_epoch(source, index, rows)
+    open(slow, "w").close()
+    script = KILLED_DRIVER.format(
+        root=ROOT, source=str(source), out=str(out), checkpoints=str(checkpoints), slow=slow
+    )
+    kill_during_batch(script, slow, 120)
+    assert os.listdir(checkpoints)  # the killed query left its checkpoint
+    run_live(spark, source, out, checkpoints, slow)  # the same query, the marker gone
+    assert row_multiset(read_sink(out)) == row_multiset(direct_before_flush(source))
