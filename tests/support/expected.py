@@ -18,6 +18,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+
+def pane(timing: str, index: int, last: bool) -> dict[str, Any]:
+    """An update row's pane columns."""
+    return {"pane_timing": timing, "pane_index": index, "pane_is_last": last}
+
+
 DIRECT_ROWS: dict[str, list[list[dict[str, Any]]]] = {
     # pyarrow's nanoseconds, read as the microseconds they hold
     "parquet files of nanosecond timestamps (pandas' `to_parquet` default)": [
@@ -238,6 +244,43 @@ DIRECT_ROWS: dict[str, list[list[dict[str, Any]]]] = {
             },
         ],
         [{"window_start": 0, "n": 2, "total": 3}, {"window_start": 10, "n": 1, "total": 3}],
+    ],
+    '`CombinePerKey(emit="update")` keyed on a `Session`\'s `window_start`': [
+        [
+            # each session's rows come out as the watermark closes it: an update, then its
+            # closing row; the last session's only at the end of input, where only step 2 runs
+            {"k": "a", "window_start": 1, "n": 1, **pane("EARLY", 0, False)},
+            {"k": "a", "window_start": 1, "n": 1, **pane("ON_TIME", 1, True)},
+            {"k": "b", "window_start": 6, "n": 1, **pane("EARLY", 0, False)},
+            {"k": "b", "window_start": 6, "n": 1, **pane("ON_TIME", 1, True)},
+            {"k": "a", "window_start": 12, "n": 1, **pane("ON_TIME", 0, True)},
+        ]
+    ],
+    '`CombinePerKey(emit="update")` with no `WithWatermark` upstream (a running aggregate)': [
+        [
+            {"k": "a", "n": 1, **pane("EARLY", 0, False)},
+            {"k": "b", "n": 1, **pane("EARLY", 0, False)},
+            {"k": "a", "n": 2, **pane("EARLY", 1, False)},
+            {"k": "b", "n": 2, **pane("EARLY", 1, False)},
+            {"k": "c", "n": 1, **pane("EARLY", 0, False)},
+            # only the end of input closes the groups of a running aggregate
+            {"k": "a", "n": 2, **pane("ON_TIME", 2, True)},
+            {"k": "b", "n": 2, **pane("ON_TIME", 2, True)},
+            {"k": "c", "n": 1, **pane("ON_TIME", 1, True)},
+        ]
+    ],
+    ('`CombinePerKey(emit="update")` over `WithWatermark`s with different `allowed_lateness`'): [
+        [
+            # epoch 0: a's 1 and 6 and b's 2; epoch 1: a's 12 and 4 (kept: a's watermark is 1)
+            # and b's 11; the estimate min(12, 11) = 11 passes window 0, the watermark
+            # min(7, 11) = 7 does not: on time, closed at the end of input
+            {"window_start": 0, "n": 3, **pane("EARLY", 0, False)},
+            {"window_start": 10, "n": 2, **pane("EARLY", 0, False)},
+            {"window_start": 0, "n": 4, **pane("EARLY", 1, False)},
+            {"window_start": 0, "n": 4, **pane("ON_TIME", 2, False)},
+            {"window_start": 0, "n": 4, **pane("LATE", 3, True)},
+            {"window_start": 10, "n": 2, **pane("ON_TIME", 1, True)},
+        ]
     ],
     "a column of type `object`": [
         [

@@ -214,6 +214,22 @@ def update_mode(p: sb.Pipeline, mode: Mode) -> list[sb.PCollection]:
     return [updates, updates.finals()]
 
 
+def update_session_start(p: sb.Pipeline, mode: Mode) -> list[sb.PCollection]:
+    sessions = watermarked(p, mode).session("t", 3, keys="k")
+    return [sessions.combine_per_key(["k", "window_start"], emit="update", n=sb.Count())]
+
+
+def update_without_watermark(p: sb.Pipeline, mode: Mode) -> list[sb.PCollection]:
+    return [mode.source(p, "a", A).combine_per_key("k", emit="update", n=sb.Count())]
+
+
+def update_lateness_apart(p: sb.Pipeline, mode: Mode) -> list[sb.PCollection]:
+    a = mode.source(p, "a", A).with_watermark("t", 0, allowed_lateness=5)
+    b = mode.source(p, "b", B).with_watermark("t", 0)
+    windows = a.union(b).tumble("t", 10)
+    return [windows.combine_per_key(["window_start"], emit="update", n=sb.Count())]
+
+
 def sort_session(p: sb.Pipeline, mode: Mode) -> list[sb.PCollection]:
     return [watermarked(p, mode).sort("t").session("t", 3, keys="k")]
 
@@ -542,8 +558,35 @@ FEATURES: tuple[Feature, ...] = (
         update_mode,
         _outcomes(
             batch=Refused(S.UPDATE_MODE),
-            streaming=Refused(S.UPDATE_MODE),
-            live=Refused(S.UPDATE_MODE),
+            streaming=Runs("yes (replayed sources: the same rows in the same epochs)"),
+            live=Runs("yes (the direct runner's change rows, as a multiset)"),
+        ),
+    ),
+    Feature(
+        '`CombinePerKey(emit="update")` keyed on a `Session`\'s `window_start`',
+        update_session_start,
+        _outcomes(
+            batch=Refused(S.UPDATE_MODE),
+            streaming=Refused(S.UPDATE_HELD_KEY),
+            live=Refused(S.UPDATE_HELD_KEY),
+        ),
+    ),
+    Feature(
+        '`CombinePerKey(emit="update")` with no `WithWatermark` upstream (a running aggregate)',
+        update_without_watermark,
+        _outcomes(
+            batch=Refused(S.UPDATE_MODE),
+            streaming=Refused(S.UPDATE_WITHOUT_WATERMARK),
+            live=Refused(S.UPDATE_WITHOUT_WATERMARK),
+        ),
+    ),
+    Feature(
+        '`CombinePerKey(emit="update")` over `WithWatermark`s with different `allowed_lateness`',
+        update_lateness_apart,
+        _outcomes(
+            batch=Refused(S.UPDATE_MODE),
+            streaming=Refused(S.UPDATE_LATENESS_APART),
+            live=Refused(S.UPDATE_LATENESS_APART),
         ),
     ),
     Feature(

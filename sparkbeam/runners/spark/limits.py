@@ -223,18 +223,56 @@ MAX_DRIFT_LIVE = Refusal(
 
 UPDATE_MODE = Refusal(
     name="update-mode",
-    refused='`CombinePerKey(emit="update")` (early results and `finals()`)',
-    modes=(BATCH, STREAMING, LIVE),
-    reason="emit='update' (an update stream of early results) runs on the direct runner for "
-    "now; the Spark runner does not run it yet",
+    refused='`CombinePerKey(emit="update")` (early results and `finals()`) on bounded input',
+    modes=(BATCH,),
+    reason="emit='update' (an update stream of early results) runs on the direct runner and on "
+    "Spark Structured Streaming; the Spark runner does not run it in a batch job yet",
     advice="run the pipeline on the direct runner, or use emit='close' on the Spark runner "
     "(each group once, when the watermark passes it)",
+)
+
+UPDATE_WITHOUT_WATERMARK = Refusal(
+    name="update-without-watermark",
+    refused='`CombinePerKey(emit="update")` on a stream with no `WithWatermark` upstream',
+    modes=(STREAMING, LIVE),
+    reason="a running aggregate's groups close only at the end of input, which reaches a "
+    "Spark query as its watermark; with no WithWatermark upstream the query has none, and "
+    "its groups would never get their last row",
+    advice="apply WithWatermark upstream (any column; the aggregate need not be keyed on "
+    "it), or run the pipeline on the direct runner",
+)
+
+UPDATE_LATENESS_APART = Refusal(
+    name="update-lateness-apart",
+    refused='`CombinePerKey(emit="update")` reading the watermarks of `WithWatermark`s with '
+    "different `allowed_lateness`",
+    modes=(STREAMING, LIVE),
+    reason="its on-time rows come when the estimate (the watermark plus allowed_lateness) "
+    "passes a group, and Spark keeps one watermark per query: with allowed_lateness "
+    "{first_lateness} at {first} and {other_lateness} at {other}, the estimate is no "
+    "function of that watermark",
+    advice="give both WithWatermarks the same allowed_lateness (their delays may differ), or "
+    "run the pipeline on the direct runner",
+)
+
+UPDATE_HELD_KEY = Refusal(
+    name="update-held-key",
+    refused='`CombinePerKey(emit="update")` keyed on a `Session`\'s `window_start`',
+    modes=(STREAMING, LIVE),
+    reason="the watermark of {column!r} comes from a Session's window_start, which the model "
+    "holds at the start of the oldest open session of any key; the update stream's on-time "
+    "and closing rows need it per group, which Spark's stateful operators cannot follow",
+    advice="use emit='close' right after the Session, or key the update stream on "
+    "window_end, or run the pipeline on the direct runner",
 )
 
 REFUSALS = (
     NO_TRANSLATION,
     EMIT_EVENT,
     UPDATE_MODE,
+    UPDATE_WITHOUT_WATERMARK,
+    UPDATE_LATENESS_APART,
+    UPDATE_HELD_KEY,
     OBJECT_COLUMN,
     PARQUET_UINT64,
     PARQUET_LIVE_NANOSECONDS,

@@ -64,8 +64,24 @@ def emit_event(p: sb.Pipeline) -> None:
 
 
 def update_mode(p: sb.Pipeline) -> None:
-    windows = stream(p).with_watermark("t", 0).tumble("t", 10)
+    windows = (p | sb.Create(ROWS, SCHEMA)).with_watermark("t", 0).tumble("t", 10)
     windows.combine_per_key(["window_start"], emit="update", n=sb.Count())
+
+
+def update_without_watermark(p: sb.Pipeline) -> None:
+    stream(p).combine_per_key("k", emit="update", n=sb.Count())
+
+
+def update_lateness_apart(p: sb.Pipeline) -> None:
+    a = stream(p, "a").with_watermark("t", 0, allowed_lateness=5)
+    b = stream(p, "b").with_watermark("t", 3, allowed_lateness=2)
+    windows = a.union(b).tumble("t", 10)
+    windows.combine_per_key(["window_start"], emit="update", n=sb.Count())
+
+
+def update_held_key(p: sb.Pipeline) -> None:
+    sessions = stream(p).with_watermark("t", 0).session("t", 3, keys="k")
+    sessions.combine_per_key(["k", "window_start"], emit="update", n=sb.Count())
 
 
 def idle_processing_time(p: sb.Pipeline) -> None:
@@ -176,6 +192,9 @@ REFUSED: dict[str, tuple[Callable[[sb.Pipeline], None], Refusal]] = {
     "emit-event-bounded": (emit_event_bounded, limits.EMIT_EVENT),
     "emit-event": (emit_event, limits.EMIT_EVENT),
     "update-mode": (update_mode, limits.UPDATE_MODE),
+    "update-without-watermark": (update_without_watermark, limits.UPDATE_WITHOUT_WATERMARK),
+    "update-lateness-apart": (update_lateness_apart, limits.UPDATE_LATENESS_APART),
+    "update-held-key": (update_held_key, limits.UPDATE_HELD_KEY),
     "idle-processing-time": (idle_processing_time, limits.IDLE_PROCESSING_TIME),
     "bounded-read": (bounded_read, limits.BOUNDED_READ_IN_STREAM),
     "chained": (chained, limits.CHAINED_WATERMARKS),

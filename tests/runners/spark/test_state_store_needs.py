@@ -56,6 +56,13 @@ def test_sessions_always_builtin_combines_never() -> None:
     assert set(STATE_STORE_NEEDS) >= {Sort, Session}
 
 
+def test_an_update_stream_needs_it_its_finals_do_not() -> None:
+    p = sb.Pipeline()
+    windows = watermarked(p).tumble("t", 10)
+    updates = windows.combine_per_key(["window_start"], emit="update", n=sb.Count())
+    assert needing(p, updates.finals()) == ["CombinePerKey"]
+
+
 def test_a_staged_node_only_reads() -> None:
     p = sb.Pipeline()
     sorted_rows = watermarked(p).sort("t")

@@ -30,7 +30,8 @@ from sparkbeam.runners.spark.plan.origins import (
     watermark_origins,
 )
 from sparkbeam.runners.spark.plan.queries import refuse_query
-from sparkbeam.transforms.combine import CombinePerKey
+from sparkbeam.runners.spark.plan.updates import refuse_held_update_keys, refuse_update_streaming
+from sparkbeam.transforms.combine import CombinePerKey, Finals
 from sparkbeam.transforms.connectors import ForEachBatch, ReadFromSpark
 from sparkbeam.transforms.elementwise import Filter, Map, Select
 from sparkbeam.transforms.files import ReadFiles, WriteFiles
@@ -48,7 +49,7 @@ Phase = Callable[[Sequence[Node], Origins], None]
 
 
 def refuse_update_mode(nodes: Sequence[Node], origins: Origins) -> None:
-    """`CombinePerKey(emit="update")`, in every mode."""
+    """`CombinePerKey(emit="update")` in a batch job."""
     for node in nodes:
         transform = node.transform
         if isinstance(transform, CombinePerKey) and transform.updates:
@@ -116,7 +117,7 @@ TRANSLATED: frozenset[type] = frozenset(
 """The primitive transforms the Spark runner translates in a batch job (`translate.families`): every
 one of sparkbeam's own; on unbounded input `TestStream` too (`STREAMING_TRANSLATED`)."""
 
-STREAMING_TRANSLATED = TRANSLATED | {TestStreamSource}
+STREAMING_TRANSLATED = TRANSLATED | {TestStreamSource, Finals}
 """The primitive transforms the Spark runner translates into Structured Streaming."""
 
 
@@ -141,6 +142,9 @@ def refuse_untranslated_streaming(nodes: Sequence[Node], origins: Origins) -> No
 
 DECIDED = (
     limits.UPDATE_MODE,
+    limits.UPDATE_WITHOUT_WATERMARK,
+    limits.UPDATE_LATENESS_APART,
+    limits.UPDATE_HELD_KEY,
     limits.EMIT_EVENT,
     limits.IDLE_PROCESSING_TIME,
     limits.BOUNDED_READ_IN_STREAM,
@@ -165,7 +169,8 @@ BATCH_PHASES: tuple[Phase, ...] = (refuse_update_mode, refuse_emit_event)
 """The phases of a bounded pipeline (a batch job) run first, in order."""
 
 PHASES: tuple[Phase, ...] = (
-    *BATCH_PHASES,
+    refuse_emit_event,
+    refuse_update_streaming,
     refuse_idle_processing_time,
     refuse_bounded_read,
     refuse_chained_watermarks,
@@ -179,6 +184,7 @@ TRANSLATION_PHASES: tuple[Phase, ...] = (
     refuse_untranslated_streaming,
     refuse_long_delays,
     refuse_interval_join_max,
+    refuse_held_update_keys,
     refuse_inexact_keys,
     refuse_join_key_derived_apart,
     refuse_union_derived_apart,

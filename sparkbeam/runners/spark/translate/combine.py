@@ -28,6 +28,8 @@ from sparkbeam.runners.spark.translate.context import (
 )
 from sparkbeam.runners.spark.translate.python_combine import combine_stream
 from sparkbeam.runners.spark.translate.session import session_then_combine
+from sparkbeam.runners.spark.translate.update_groups import finals as update_finals
+from sparkbeam.runners.spark.translate.update_groups import update_stream
 from sparkbeam.transforms.combine import (
     AggregateFn,
     All,
@@ -35,6 +37,7 @@ from sparkbeam.transforms.combine import (
     CombinePerKey,
     Count,
     CountDistinct,
+    Finals,
     Max,
     Mean,
     Min,
@@ -130,7 +133,7 @@ def _python_aggregates(transform: CombinePerKey) -> bool:
 def _keyed_combine(run: StreamingContext, node: Node) -> bool:
     transform = node.transform
     assert isinstance(transform, CombinePerKey)
-    return _with_session(run, node) or _python_aggregates(transform)
+    return transform.updates or _with_session(run, node) or _python_aggregates(transform)
 
 
 @streaming(CombinePerKey, state_store=_keyed_combine)
@@ -141,6 +144,10 @@ def streaming_combine_per_key(
     transform = node.transform
     assert isinstance(transform, CombinePerKey)
     watermarked, exact = _combined_keys(run, node)
+    if transform.updates:  # every watermarked key judges its groups (`update_groups`)
+        judges = [run.exact_judge(node, k)(F.col(k)) for k in watermarked]
+        in_schema = run.nodes[node.inputs[0]].info.schema
+        return update_stream(inputs[0], run.nodes, node, judges, in_schema)
     if _with_session(run, node):
         return session_then_combine(run, run.nodes[node.inputs[0]], node)
     keyed = [run.exact_judge(node, k)(F.col(k)) for k in exact or watermarked[:1]]
@@ -158,3 +165,10 @@ def streaming_combine_per_key(
         )
     aggregates = [_aggregate(a, streaming=True).alias(name) for name, a in transform.aggregates]
     return frame.groupBy(*transform.keys, JUDGE).agg(*aggregates).drop(JUDGE)
+
+
+@streaming(Finals)
+def streaming_finals(
+    translation: Translation, node: Node, inputs: Sequence[DataFrame]
+) -> DataFrame:
+    return update_finals(inputs[0], node)
