@@ -9,13 +9,17 @@ streaming where the rule has a streaming path of its own).
 
 from __future__ import annotations
 
+import concurrent.futures
 import math
+import re
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 
 import sparkbeam as sb
+from sparkbeam.runners.spark.queries import SIDE_BY_SIDE
 
 T0 = datetime(2026, 4, 1, 10, 0)
 NAN = float("nan")
@@ -73,25 +77,26 @@ def test_nan_keys_join(runner: Any) -> None:
     assert [(row["a"], row["b"]) for row in out] == [(1, 10)]
 
 
-def test_nan_keys_form_one_group_on_spark_streaming(spark_runner: Any) -> None:
-    """The streaming path groups in Spark's own aggregation: NaN keys meet there too."""
+def nan_keys_rows(runner: Any) -> list[tuple[bool, int]]:
+    """NaN keys through a streaming `CombinePerKey`: (whether the key is NaN, count) rows."""
     stream = sb.TestStream({"k": float, "t": datetime})
     stream.add_epoch([{"k": NAN, "t": T0}, {"k": float("nan"), "t": T0 + timedelta(seconds=1)}])
     stream.add_epoch([{"k": 1.0, "t": T0 + timedelta(hours=1)}])
-    rows = {}
-    for runner in (sb.DirectRunner(), spark_runner):
-        p = sb.Pipeline(runner=runner)
-        out = (
-            p
-            | stream
-            | sb.WithWatermark("t", delay=timedelta(0))
-            | sb.Tumble("t", size=timedelta(minutes=1))
-            | sb.CombinePerKey(["k", "window_start"], n=sb.Count())
-        )
-        rows[type(runner).__name__] = sorted(
-            (math.isnan(row["k"]), row["n"]) for row in p.run().collect(out)
-        )
-    assert rows["DirectRunner"] == rows["SparkRunner"] == [(False, 1), (True, 2)]
+    p = sb.Pipeline(runner=runner)
+    out = (
+        p
+        | stream
+        | sb.WithWatermark("t", delay=timedelta(0))
+        | sb.Tumble("t", size=timedelta(minutes=1))
+        | sb.CombinePerKey(["k", "window_start"], n=sb.Count())
+    )
+    return sorted((math.isnan(row["k"]), row["n"]) for row in p.run().collect(out))
+
+
+def test_nan_keys_form_one_group_on_spark_streaming(spark_streams: dict[str, Any]) -> None:
+    """The streaming path groups in Spark's own aggregation: NaN keys meet there too."""
+    spark = spark_outcome(spark_streams, "nan_keys")
+    assert nan_keys_rows(sb.DirectRunner()) == spark == [(False, 1), (True, 2)]
 
 
 @pytest.mark.parametrize("value", [2**63, -(2**63) - 1, 10**30])
@@ -134,22 +139,31 @@ def test_a_sum_that_overflows_is_a_data_error_naming_the_transform(runner: Any) 
     assert "py4j" not in message and "java." not in message and "ANSI" not in message
 
 
-def test_a_sum_that_overflows_on_spark_streaming_is_a_data_error(spark_runner: Any) -> None:
+def overflowing_sum(runner: Any) -> list[dict[str, Any]]:
+    """A streaming `Sum` ("Revenue") past 64 bits: collects its rows (or raises)."""
     stream = sb.TestStream({"k": str, "n": int, "t": datetime})
     stream.add_epoch([{"k": "a", "n": INT64_MAX, "t": T0}, {"k": "a", "n": 5, "t": T0}])
     stream.add_epoch([{"k": "a", "n": 1, "t": T0 + timedelta(hours=1)}])
-    for runner in (sb.DirectRunner(), spark_runner):
-        p = sb.Pipeline(runner=runner)
-        out = (
-            p
-            | stream
-            | sb.WithWatermark("t", delay=timedelta(0))
-            | sb.Tumble("t", size=timedelta(minutes=1))
-            | "Revenue" >> sb.CombinePerKey(["k", "window_start"], total=sb.Sum("n"))
-        )
-        with pytest.raises(sb.DataError, match=r"Revenue.*total.*64") as caught:
-            p.run().collect(out)
-        assert "java." not in str(caught.value), type(runner).__name__
+    p = sb.Pipeline(runner=runner)
+    out = (
+        p
+        | stream
+        | sb.WithWatermark("t", delay=timedelta(0))
+        | sb.Tumble("t", size=timedelta(minutes=1))
+        | "Revenue" >> sb.CombinePerKey(["k", "window_start"], total=sb.Sum("n"))
+    )
+    return p.run().collect(out)
+
+
+def test_a_sum_that_overflows_on_spark_streaming_is_a_data_error(
+    spark_streams: dict[str, Any],
+) -> None:
+    with pytest.raises(sb.DataError, match=r"Revenue.*total.*64") as caught:
+        overflowing_sum(sb.DirectRunner())
+    assert "java." not in str(caught.value), "DirectRunner"
+    error = spark_data_error(spark_streams, "overflowing_sum")
+    assert re.search(r"Revenue.*total.*64", str(error)), str(error)
+    assert "java." not in str(error), "SparkRunner"
 
 
 def test_a_sum_within_64_bits_is_exact(runner: Any) -> None:
@@ -162,12 +176,9 @@ def test_a_sum_within_64_bits_is_exact(runner: Any) -> None:
     assert p.run().collect(out) == [{"k": "a", "total": INT64_MAX - 5}]
 
 
-@pytest.mark.spark
-def test_the_last_years_of_the_calendar_run_on_spark_streaming(spark_runner: Any) -> None:
-    """Issue 19 item 6: Spark streaming failed for years from about 8030 (`Invalid isoformat
-    string: '+10968-...'`: the runner moves times 1969 years forward inside Spark), and its
-    end of input (year 8000) left later windows open, their rows lost. Both runners give the
-    same rows, late rows and watermarks, up to the last day of the calendar."""
+def last_years(runner: Any) -> tuple[list[tuple[datetime, int]], int, dict[str, datetime]]:
+    """Windows up to the last day of the calendar: their rows, the late rows and the
+    watermarks of "Times"."""
     last = datetime(9999, 12, 31, 23, 0)
     stream = sb.TestStream({"k": str, "n": int, "t": datetime})
     stream.add_epoch(
@@ -177,54 +188,66 @@ def test_the_last_years_of_the_calendar_run_on_spark_streaming(spark_runner: Any
         ]
     )
     stream.add_epoch([{"k": "a", "n": 4, "t": datetime(8030, 6, 1)}, {"k": "a", "n": 8, "t": last}])
-    seen = {}
-    for runner in (sb.DirectRunner(), spark_runner):
-        p = sb.Pipeline(runner=runner)
-        w = p | stream | "Times" >> sb.WithWatermark("t", delay=timedelta(minutes=1))
-        out = (
-            w
-            | sb.Tumble("t", size=timedelta(minutes=10))
-            | sb.CombinePerKey(["k", "window_start"], total=sb.Sum("n"))
-        )
-        result = p.run()
-        rows = sorted((row["window_start"], row["total"]) for row in result.collect(out))
-        times = result.metrics()["Times"]
-        seen[type(runner).__name__] = (rows, times.late_rows, times.watermarks)
-    assert seen["SparkRunner"] == seen["DirectRunner"]
-    assert seen["DirectRunner"] == (
+    p = sb.Pipeline(runner=runner)
+    w = p | stream | "Times" >> sb.WithWatermark("t", delay=timedelta(minutes=1))
+    out = (
+        w
+        | sb.Tumble("t", size=timedelta(minutes=10))
+        | sb.CombinePerKey(["k", "window_start"], total=sb.Sum("n"))
+    )
+    result = p.run()
+    rows = sorted((row["window_start"], row["total"]) for row in result.collect(out))
+    times = result.metrics()["Times"]
+    return rows, times.late_rows, times.watermarks
+
+
+@pytest.mark.spark
+def test_the_last_years_of_the_calendar_run_on_spark_streaming(
+    spark_streams: dict[str, Any],
+) -> None:
+    """Issue 19 item 6: Spark streaming failed for years from about 8030 (`Invalid isoformat
+    string: '+10968-...'`: the runner moves times 1969 years forward inside Spark), and its
+    end of input (year 8000) left later windows open, their rows lost. Both runners give the
+    same rows, late rows and watermarks, up to the last day of the calendar."""
+    last = datetime(9999, 12, 31, 23, 0)
+    direct = last_years(sb.DirectRunner())
+    assert spark_outcome(spark_streams, "last_years") == direct
+    assert direct == (
         [(datetime(8030, 6, 1), 1), (last - timedelta(hours=1), 2), (last, 8)],
         1,  # the second row of 8030, after the watermark passed 9999-12-31 21:59
         {"t": last - timedelta(minutes=1)},
     )
 
 
-@pytest.mark.spark
-def test_integer_times_beyond_what_spark_holds_are_a_data_error_on_spark_streaming(
-    spark_runner: Any,
-) -> None:
-    """Integer event times are milliseconds moved forward inside Spark, in 64-bit
-    microseconds: a time beyond `INT_TIME_RANGE` would overflow there or lie past the end of
-    input (its window never closed, its rows lost). The Spark runner names the
-    `WithWatermark` and the row; times up to the range's end run (microseconds of today)."""
+def integer_times_beyond(runner: Any) -> list[dict[str, Any]]:
+    """A time past `INT_TIME_RANGE` on an integer time column ("Ticks"): collects the rows (or
+    raises)."""
     from sparkbeam.runners.spark.exact.judges import INT_TIME_RANGE
 
     now_us = 1_775_037_600_000_000  # 2026-04-01 10:00 in microseconds since 1970
     stream = sb.TestStream({"n": int, "t": int})
     stream.add_epoch([{"n": 1, "t": now_us}, {"n": 2, "t": INT_TIME_RANGE[1] + 1}])
-    p = sb.Pipeline(runner=spark_runner)
+    p = sb.Pipeline(runner=runner)
     ticks = p | stream | "Ticks" >> sb.WithWatermark("t", delay=0)
-    with pytest.raises(sb.DataError) as caught:
-        p.run().collect(ticks)
-    text = str(caught.value)
+    return p.run().collect(ticks)
+
+
+@pytest.mark.spark
+def test_integer_times_beyond_what_spark_holds_are_a_data_error_on_spark_streaming(
+    spark_streams: dict[str, Any],
+) -> None:
+    """Integer event times are milliseconds moved forward inside Spark, in 64-bit
+    microseconds: a time beyond `INT_TIME_RANGE` would overflow there or lie past the end of
+    input (its window never closed, its rows lost). The Spark runner names the
+    `WithWatermark` and the row; times up to the range's end run (microseconds of today)."""
+    text = str(spark_data_error(spark_streams, "integer_times_beyond"))
     assert text.startswith("Ticks: the Spark runner holds integer event times"), text
     assert '"n":2' in text and "java." not in text
 
 
-@pytest.mark.spark
-def test_integer_times_beyond_what_spark_holds_where_watermarks_meet(spark_runner: Any) -> None:
-    """Where two `WithWatermark`s meet, the runner judges each one's epochs itself (no stage
-    query: `exact.fed`): a time beyond `INT_TIME_RANGE` is the same `DataError`, even on a row
-    that would be late there (it is never dropped as late instead)."""
+def integer_times_beyond_where_watermarks_meet(runner: Any) -> list[dict[str, Any]]:
+    """`integer_times_beyond` on one side of a union of two `WithWatermark`s, the time below
+    the range (and below the watermark)."""
     from sparkbeam.runners.spark.exact.judges import INT_TIME_RANGE
 
     now_us = 1_775_037_600_000_000
@@ -233,13 +256,21 @@ def test_integer_times_beyond_what_spark_holds_where_watermarks_meet(spark_runne
     ticks.add_epoch([{"n": 2, "t": INT_TIME_RANGE[0] - 1}])  # below the watermark too
     other = sb.TestStream({"n": int, "t": int})
     other.add_epoch([{"n": 3, "t": now_us}])
-    p = sb.Pipeline(runner=spark_runner)
+    p = sb.Pipeline(runner=runner)
     left = p | "left" >> ticks | "Ticks" >> sb.WithWatermark("t", delay=0)
     right = p | "right" >> other | "Other" >> sb.WithWatermark("t", delay=0)
     merged = left.union(right)
-    with pytest.raises(sb.DataError) as caught:
-        p.run().collect(merged)
-    text = str(caught.value)
+    return p.run().collect(merged)
+
+
+@pytest.mark.spark
+def test_integer_times_beyond_what_spark_holds_where_watermarks_meet(
+    spark_streams: dict[str, Any],
+) -> None:
+    """Where two `WithWatermark`s meet, the runner judges each one's epochs itself (no stage
+    query: `exact.fed`): a time beyond `INT_TIME_RANGE` is the same `DataError`, even on a row
+    that would be late there (it is never dropped as late instead)."""
+    text = str(spark_data_error(spark_streams, "integer_times_beyond_where_watermarks_meet"))
     assert text.startswith("Ticks: the Spark runner holds integer event times"), text
     assert '"n":2' in text and "java." not in text
 
@@ -299,9 +330,30 @@ def test_windows_at_the_64_bit_bounds_are_exact(runner: Any) -> None:
     ]
 
 
+WINDOW_AT = 4_400_000_000_000_000
+WINDOW_SIZE = 4_600_000_000_000_000
+"""A window [WINDOW_AT, WINDOW_AT + WINDOW_SIZE) that ends after `INT_TIME_RANGE`."""
+
+
+def window_ending_late(runner: Any) -> list[dict[str, Any]]:
+    """Two rows in the window ("Spans") of `WINDOW_AT`, counted: collects the counts (or
+    raises)."""
+    stream = sb.TestStream({"n": int, "t": int})
+    stream.add_epoch([{"n": 1, "t": WINDOW_AT}, {"n": 2, "t": WINDOW_AT + 1}])
+    p = sb.Pipeline(runner=runner)
+    out = (
+        p
+        | stream
+        | sb.WithWatermark("t", delay=0)
+        | "Spans" >> sb.Tumble("t", WINDOW_SIZE, offset=WINDOW_AT)
+        | sb.CombinePerKey("window_start", n=sb.Count())
+    )
+    return p.run().collect(out)
+
+
 @pytest.mark.spark
 def test_a_window_ending_after_what_spark_streaming_holds_is_a_data_error(
-    spark_runner: Any,
+    spark_streams: dict[str, Any],
 ) -> None:
     """On a stream the Spark runner holds integer times up to `INT_TIME_RANGE` (its end of
     input lies beyond them): a window ending later, within 64 bits, is a `DataError` naming
@@ -309,31 +361,50 @@ def test_a_window_ending_after_what_spark_streaming_holds_is_a_data_error(
     word); the direct runner emits it."""
     from sparkbeam.runners.spark.exact.judges import INT_TIME_RANGE
 
-    t = 4_400_000_000_000_000
-    size = 4_600_000_000_000_000  # the window [t, t + size) ends after the range
-    assert t <= INT_TIME_RANGE[1] < t + size <= INT64_MAX
-    stream = sb.TestStream({"n": int, "t": int})
-    stream.add_epoch([{"n": 1, "t": t}, {"n": 2, "t": t + 1}])
-
-    def build(runner: Any) -> tuple[sb.Pipeline, sb.PCollection]:
-        p = sb.Pipeline(runner=runner)
-        out = (
-            p
-            | stream
-            | sb.WithWatermark("t", delay=0)
-            | "Spans" >> sb.Tumble("t", size, offset=t)
-            | sb.CombinePerKey("window_start", n=sb.Count())
-        )
-        return p, out
-
-    p, out = build(sb.DirectRunner())
-    assert p.run().collect(out) == [{"window_start": t, "n": 2}]
-    p, out = build(spark_runner)
-    with pytest.raises(sb.DataError) as caught:
-        p.run().collect(out)
-    text = str(caught.value)
+    t = WINDOW_AT
+    assert t <= INT_TIME_RANGE[1] < t + WINDOW_SIZE <= INT64_MAX
+    assert window_ending_late(sb.DirectRunner()) == [{"window_start": t, "n": 2}]
+    text = str(spark_data_error(spark_streams, "window_ending_late"))
     assert text.startswith(f"Spans: the row's window ends after {INT_TIME_RANGE[1]}"), text
     assert str(t) in text and "java." not in text
+
+
+SPARK_STREAMS: dict[str, Callable[[Any], Any]] = {
+    "nan_keys": nan_keys_rows,
+    "overflowing_sum": overflowing_sum,
+    "last_years": last_years,
+    "integer_times_beyond": integer_times_beyond,
+    "integer_times_beyond_where_watermarks_meet": integer_times_beyond_where_watermarks_meet,
+    "window_ending_late": window_ending_late,
+}
+"""The module's Spark streaming runs, by name: each takes a runner."""
+
+
+@pytest.fixture(scope="module")
+def spark_streams(spark_runner: Any) -> dict[str, Any]:
+    """Each of `SPARK_STREAMS` on Spark, `SIDE_BY_SIDE` pipelines at once: what it returned,
+    or the error it raised (each test reads its own)."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=SIDE_BY_SIDE) as pool:
+        futures = {name: pool.submit(run, spark_runner) for name, run in SPARK_STREAMS.items()}
+        return {name: future.exception() or future.result() for name, future in futures.items()}
+
+
+def spark_outcome(spark_streams: dict[str, Any], name: str) -> Any:
+    """What the Spark run `name` returned (its error raised here, if it raised one)."""
+    outcome = spark_streams[name]
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome
+
+
+def spark_data_error(spark_streams: dict[str, Any], name: str) -> sb.DataError:
+    """The `DataError` the Spark run `name` raised (any other error raised here; rows it
+    returned instead fail the test)."""
+    outcome = spark_streams[name]
+    if isinstance(outcome, BaseException) and not isinstance(outcome, sb.DataError):
+        raise outcome
+    assert isinstance(outcome, sb.DataError), f"{name}: no DataError on Spark, rows {outcome}"
+    return outcome
 
 
 @pytest.mark.parametrize("format", ["json", "csv"])

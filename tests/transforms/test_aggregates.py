@@ -7,6 +7,7 @@ group per window and key), with `None`s, NaNs and ties in the data.
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import math
 import random
@@ -16,8 +17,9 @@ from typing import Any
 import pytest
 
 import sparkbeam as sb
+from sparkbeam.runners.spark.queries import SIDE_BY_SIDE
 from tests.agreement.pipelines import RowCount
-from tests.agreement.test_streaming import assert_agree_epoch_by_epoch
+from tests.agreement.test_streaming import assert_runs_agree, run_fully
 
 NAN = float("nan")
 START = datetime(2026, 4, 1, 10, 0)
@@ -181,18 +183,24 @@ def window_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{**row, "window_start": row["e"].replace(second=0)} for row in rows]
 
 
-@pytest.mark.parametrize("runner_name", ["direct", pytest.param("spark", marks=pytest.mark.spark)])
-def test_each_aggregate_matches_the_reference_on_unbounded_input(
-    runner_name: str, request: pytest.FixtureRequest
-) -> None:
-    runner = (
-        request.getfixturevalue("spark_runner") if runner_name == "spark" else sb.DirectRunner()
-    )
+def unbounded_rows(runner: Any) -> list[dict[str, Any]]:
+    """Every aggregate per window and key over `ROWS` in three epochs, collected."""
     rows = sorted(ROWS, key=lambda row: row["e"])
     epochs = [rows[:40], rows[40:80], rows[80:]]
     p = sb.Pipeline(runner=runner)
     out = windowed(p, epochs)
-    got = p.run().collect(out)
+    return p.run().collect(out)
+
+
+@pytest.mark.parametrize("runner_name", ["direct", pytest.param("spark", marks=pytest.mark.spark)])
+def test_each_aggregate_matches_the_reference_on_unbounded_input(
+    runner_name: str, request: pytest.FixtureRequest
+) -> None:
+    if runner_name == "spark":
+        got = spark_outcome(request.getfixturevalue("spark_streams"), "unbounded")
+    else:
+        got = unbounded_rows(sb.DirectRunner())
+    rows = sorted(ROWS, key=lambda row: row["e"])
     assert canonical_rows(got) == canonical_rows(
         reference(window_rows(rows), ("window_start", "k"))
     )
@@ -282,14 +290,9 @@ def test_wrong_columns_are_refused_when_applied(aggregate: Any, message: str) ->
         rows | sb.CombinePerKey("k", out=aggregate)
 
 
-@pytest.mark.parametrize("bounded", [True, False])
-@pytest.mark.parametrize("runner_name", ["direct", pytest.param("spark", marks=pytest.mark.spark)])
-def test_next_to_a_combine_fn_on_the_python_path(
-    runner_name: str, bounded: bool, request: pytest.FixtureRequest
-) -> None:
-    runner = (
-        request.getfixturevalue("spark_runner") if runner_name == "spark" else sb.DirectRunner()
-    )
+def python_path_rows(runner: Any, bounded: bool) -> list[dict[str, Any]]:
+    """Every aggregate per window and key next to a `CombineFn` (`RowCount`), over `ROWS`
+    bounded or in two epochs, collected."""
     rows = sorted(ROWS, key=lambda row: row["e"])
     p = sb.Pipeline(runner=runner)
     if bounded:
@@ -302,7 +305,21 @@ def test_next_to_a_combine_fn_on_the_python_path(
     out = source.tumble("e", size="1 minute").combine_per_key(
         ["window_start", "k"], **aggregates(), rows=RowCount()
     )
-    got = p.run().collect(out)
+    return p.run().collect(out)
+
+
+@pytest.mark.parametrize("bounded", [True, False])
+@pytest.mark.parametrize("runner_name", ["direct", pytest.param("spark", marks=pytest.mark.spark)])
+def test_next_to_a_combine_fn_on_the_python_path(
+    runner_name: str, bounded: bool, request: pytest.FixtureRequest
+) -> None:
+    if runner_name == "spark" and not bounded:
+        got = spark_outcome(request.getfixturevalue("spark_streams"), "python path")
+    elif runner_name == "spark":
+        got = python_path_rows(request.getfixturevalue("spark_runner"), bounded)
+    else:
+        got = python_path_rows(sb.DirectRunner(), bounded)
+    rows = sorted(ROWS, key=lambda row: row["e"])
     want = reference(window_rows(rows), ("window_start", "k"))
     counts: dict[tuple[Any, ...], int] = {}
     for row in window_rows(rows):
@@ -368,5 +385,35 @@ def per_session(p: sb.Pipeline) -> tuple[dict[str, sb.PCollection], list[Any]]:
 
 
 @pytest.mark.spark
-def test_runners_agree_on_the_aggregates_per_session_streaming(spark_runner: Any) -> None:
-    assert_agree_epoch_by_epoch(per_session, spark_runner)
+def test_runners_agree_on_the_aggregates_per_session_streaming(
+    spark_streams: dict[str, Any],
+) -> None:
+    """The Spark run emits the direct run's rows in the same epochs and drops the same late
+    and invalid rows (`assert_runs_agree`)."""
+    direct = run_fully(per_session, sb.DirectRunner(), False)
+    assert_runs_agree(direct, spark_outcome(spark_streams, "per session"), False, False)
+
+
+SPARK_STREAMS: dict[str, Any] = {
+    "unbounded": unbounded_rows,
+    "python path": functools.partial(python_path_rows, bounded=False),
+    "per session": functools.partial(run_fully, per_session, metrics=False),
+}
+"""The module's Spark streaming runs, by name: each takes the Spark runner."""
+
+
+@pytest.fixture(scope="module")
+def spark_streams(spark_runner: Any) -> dict[str, Any]:
+    """Each of `SPARK_STREAMS` on Spark, `SIDE_BY_SIDE` pipelines at once: what it returned,
+    or the error it raised (each test reads its own)."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=SIDE_BY_SIDE) as pool:
+        futures = {name: pool.submit(run, spark_runner) for name, run in SPARK_STREAMS.items()}
+        return {name: future.exception() or future.result() for name, future in futures.items()}
+
+
+def spark_outcome(spark_streams: dict[str, Any], name: str) -> Any:
+    """What the Spark run `name` returned (its error raised here, if it raised one)."""
+    outcome = spark_streams[name]
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome

@@ -15,6 +15,7 @@ Rules under test (SPEC section 4 and `transforms.join`):
 
 from __future__ import annotations
 
+import concurrent.futures
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -25,6 +26,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import sparkbeam as sb
+from sparkbeam.runners.spark.queries import SIDE_BY_SIDE
 
 HOWS = ["inner", "left", "right", "full"]
 T0 = datetime(2026, 4, 1, 12, 0)
@@ -736,27 +738,30 @@ def epochs_side_by_side(p: sb.Pipeline, outputs: list[sb.PCollection]) -> list[A
     return [by_epoch(result, pcoll) for pcoll in outputs]
 
 
+def none_keys_run(runner: Any) -> list[Any]:
+    """Left and full window joins of two streams with a None key on each side, by epoch."""
+    schema = {"user": str, "t": int}
+    p = sb.Pipeline(runner=runner)
+    sides = []
+    for name, none_t, u_t in (("left", 1, 2), ("right", 3, 4)):
+        first = [{"user": None, "t": none_t}, {"user": "u", "t": u_t}]
+        rows = p | name >> stream(first, [{"user": "u", "t": 30}], schema=schema)
+        tumbled = rows.with_watermark("t", 0).tumble("t", 10)
+        sides.append(tumbled.select("user", "window_start", "t"))
+    hows = ("left", "full")  # right is left's mirror; full pairs Nones if anything does
+    outputs = [sides[0].join(sides[1], on=["user", "window_start"], how=how) for how in hows]
+    return epochs_side_by_side(p, outputs)
+
+
 @pytest.mark.spark
-def test_none_keys_never_match_and_outer_sides_emit_them_at_once(spark_runner: Any) -> None:
+def test_none_keys_never_match_and_outer_sides_emit_them_at_once(
+    spark_streams: dict[str, Any],
+) -> None:
     """A row whose key holds None matches nothing, not even another None (SQL); an outer side
     emits it unmatched in the epoch it came, not when the watermark passes its window. Spark
     streaming's join state would pair two None keys and hold them: the same rows there."""
-    schema = {"user": str, "t": int}
-
-    def run(runner: Any) -> list[Any]:
-        p = sb.Pipeline(runner=runner)
-        sides = []
-        for name, none_t, u_t in (("left", 1, 2), ("right", 3, 4)):
-            first = [{"user": None, "t": none_t}, {"user": "u", "t": u_t}]
-            rows = p | name >> stream(first, [{"user": "u", "t": 30}], schema=schema)
-            tumbled = rows.with_watermark("t", 0).tumble("t", 10)
-            sides.append(tumbled.select("user", "window_start", "t"))
-        hows = ("left", "full")  # right is left's mirror; full pairs Nones if anything does
-        outputs = [sides[0].join(sides[1], on=["user", "window_start"], how=how) for how in hows]
-        return epochs_side_by_side(p, outputs)
-
-    direct = run(sb.DirectRunner())
-    assert run(spark_runner) == direct
+    direct = none_keys_run(sb.DirectRunner())
+    assert spark_outcome(spark_streams, "none keys") == direct
     left, full = direct
     # the None-key rows come out in epoch 0, though their window closes only in epoch 1
     matched = [[("u", 0, 2, 4)], [("u", 30, 30, 30)], []]
@@ -787,22 +792,25 @@ def _interval_sides(p: sb.Pipeline, right_delay: int | None) -> tuple[Any, Any]:
     return a, b.with_watermark("t", right_delay).select("k", u="t")
 
 
+def outer_interval_one_watermark_run(runner: Any) -> list[Any]:
+    """Left and full interval joins of one `WithWatermark`'s rows with themselves, by epoch."""
+    p = sb.Pipeline(runner=runner)
+    a, later = _interval_sides(p, None)
+    outputs = [
+        a.join(later, on="k", how=how, times=("t", "u"), within=(1, 25))
+        for how in ("left", "full")
+    ]
+    return epochs_side_by_side(p, outputs)
+
+
 @pytest.mark.spark
-def test_outer_interval_join_of_one_watermark_agrees_on_spark_streaming(spark_runner: Any) -> None:
+def test_outer_interval_join_of_one_watermark_agrees_on_spark_streaming(
+    spark_streams: dict[str, Any],
+) -> None:
     """Both sides' watermarks are one `WithWatermark`'s: Spark's one watermark is each side's,
     and unmatched rows come out in the direct runner's epochs."""
-
-    def run(runner: Any) -> list[Any]:
-        p = sb.Pipeline(runner=runner)
-        a, later = _interval_sides(p, None)
-        outputs = [
-            a.join(later, on="k", how=how, times=("t", "u"), within=(1, 25))
-            for how in ("left", "full")
-        ]
-        return epochs_side_by_side(p, outputs)
-
-    direct = run(sb.DirectRunner())
-    assert run(spark_runner) == direct
+    direct = outer_interval_one_watermark_run(sb.DirectRunner())
+    assert spark_outcome(spark_streams, "outer interval, one watermark") == direct
     left, full = direct
     assert left[1:3] == [[("x", 1, 20)], [("x", 20, 40)]]
     # u=1 matches no t in [-24, 0]: out in epoch 2, when the watermark (40 - 20) passes 1 - 1
@@ -810,22 +818,24 @@ def test_outer_interval_join_of_one_watermark_agrees_on_spark_streaming(spark_ru
     assert ("y", 2, None) in left[3]  # the end of input: no y on the right
 
 
+def outer_interval_two_watermarks_run(runner: Any) -> list[list[tuple[Any, ...]]]:
+    """A left interval join of two streams, each with its own `WithWatermark`, by epoch."""
+    p = sb.Pipeline(runner=runner)
+    a, b = _interval_sides(p, 0)
+    joined = a.join(b, on="k", how="left", times=("t", "u"), within=(0, 5))
+    return by_epoch(p.run(), joined)
+
+
 @pytest.mark.spark
 def test_outer_interval_join_of_two_watermarks_on_spark_streaming_is_late_not_different(
-    spark_runner: Any,
+    spark_streams: dict[str, Any],
 ) -> None:
     """Each side's unmatched rows wait for the other side's watermark (the model); Spark's one
     watermark is the minimum of both. With the outer side's watermark behind (delay 20 against
     0), an unmatched row comes out micro-batches later on Spark: the same rows, each no
     earlier than on the direct runner (documented in docs/decisions.md)."""
-
-    def run(runner: Any) -> list[list[tuple[Any, ...]]]:
-        p = sb.Pipeline(runner=runner)
-        a, b = _interval_sides(p, 0)
-        joined = a.join(b, on="k", how="left", times=("t", "u"), within=(0, 5))
-        return by_epoch(p.run(), joined)
-
-    direct, spark = run(sb.DirectRunner()), run(spark_runner)
+    direct = outer_interval_two_watermarks_run(sb.DirectRunner())
+    spark = spark_outcome(spark_streams, "outer interval, two watermarks")
 
     def epoch_of(epochs: list[list[tuple[Any, ...]]]) -> dict[tuple[Any, ...], int]:
         return {row: index for index, rows in enumerate(epochs) for row in rows}
@@ -837,25 +847,27 @@ def test_outer_interval_join_of_two_watermarks_on_spark_streaming_is_late_not_di
     assert epoch_of(spark)[("y", 2, None)] > 1
 
 
+def self_join_of_a_session_run(runner: Any) -> list[list[tuple[int, int, int]]]:
+    """A Session of a Union of two `WithWatermark`s joined with itself, by epoch."""
+    with sb.Pipeline(runner=runner) as p:
+        a = (p | "a" >> stream([{"k": 1, "t": 1}], [{"k": 1, "t": 30}])).with_watermark("t", 0)
+        b = (p | "b" >> stream([{"k": 2, "t": 2}], [{"k": 2, "t": 40}])).with_watermark("t", 0)
+        sessions = a.union(b).session("t", 5)
+        joined = sessions.join(sessions.filter(lambda row: True), on=["window_end"])
+    return [
+        sorted((r["window_end"], r["k"], r["k_right"]) for r in rows)
+        for rows in p.result.collect_by_epoch(joined)
+    ]
+
+
 @pytest.mark.spark
 def test_spark_streaming_self_joins_a_session_of_a_union_of_two_watermarks(
-    spark_runner: Any,
+    spark_streams: dict[str, Any],
 ) -> None:
     # The two sides read the same Session of a Union of two `WithWatermark`s. Spark reused the
     # first side's shuffle for the second, which hid the restamped watermarks from its
     # watermark propagation: no session closed and the join emitted nothing.
-    def pipeline(runner: Any) -> list[list[tuple[int, int, int]]]:
-        with sb.Pipeline(runner=runner) as p:
-            a = (p | "a" >> stream([{"k": 1, "t": 1}], [{"k": 1, "t": 30}])).with_watermark("t", 0)
-            b = (p | "b" >> stream([{"k": 2, "t": 2}], [{"k": 2, "t": 40}])).with_watermark("t", 0)
-            sessions = a.union(b).session("t", 5)
-            joined = sessions.join(sessions.filter(lambda row: True), on=["window_end"])
-        return [
-            sorted((r["window_end"], r["k"], r["k_right"]) for r in rows)
-            for rows in p.result.collect_by_epoch(joined)
-        ]
-
-    direct = pipeline(sb.DirectRunner())
+    direct = self_join_of_a_session_run(sb.DirectRunner())
     # Session [1, 7) holds both first rows and closes when the watermark reaches min(30, 40);
     # the others close at the end of input. Each pairs with every row of its session.
     assert direct == [
@@ -863,4 +875,30 @@ def test_spark_streaming_self_joins_a_session_of_a_union_of_two_watermarks(
         [(7, 1, 1), (7, 1, 2), (7, 2, 1), (7, 2, 2)],
         [(35, 1, 1), (45, 2, 2)],
     ]
-    assert pipeline(spark_runner) == direct
+    assert spark_outcome(spark_streams, "self join of a session") == direct
+
+
+SPARK_STREAMS: dict[str, Any] = {
+    "none keys": none_keys_run,
+    "outer interval, one watermark": outer_interval_one_watermark_run,
+    "outer interval, two watermarks": outer_interval_two_watermarks_run,
+    "self join of a session": self_join_of_a_session_run,
+}
+"""The module's Spark streaming runs, by name: each takes a runner."""
+
+
+@pytest.fixture(scope="module")
+def spark_streams(spark_runner: Any) -> dict[str, Any]:
+    """Each of `SPARK_STREAMS` on Spark, `SIDE_BY_SIDE` pipelines at once: what it returned,
+    or the error it raised (each test reads its own)."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=SIDE_BY_SIDE) as pool:
+        futures = {name: pool.submit(run, spark_runner) for name, run in SPARK_STREAMS.items()}
+        return {name: future.exception() or future.result() for name, future in futures.items()}
+
+
+def spark_outcome(spark_streams: dict[str, Any], name: str) -> Any:
+    """What the Spark run `name` returned (its error raised here, if it raised one)."""
+    outcome = spark_streams[name]
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome

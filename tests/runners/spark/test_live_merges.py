@@ -12,6 +12,7 @@ anyway (`live_merges`, point 3).
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import time
@@ -214,7 +215,7 @@ def stage_files_written(checkpoints: str) -> dict[str, set[str]]:
     return written
 
 
-def test_live_union_and_joins_agree_with_the_direct_runner(spark: Any, tmp_path: Any) -> None:
+def live_union_and_joins(spark: Any, tmp_path: Any) -> None:
     """Two files per source before the start, a third once the queries run: the union's
     windows, the left outer window join and the interval join hold the direct runner's
     rows before its flush, and the readings' late rows are the same.
@@ -280,7 +281,7 @@ def fastest(p: sb.Pipeline, base: str) -> Outputs:
     return outputs, [union, join]
 
 
-def test_late_rows_of_live_merges_under_policy_max(spark: Any, tmp_path: Any) -> None:
+def late_rows_under_policy_max(spark: Any, tmp_path: Any) -> None:
     """Under `policy="max"` the union and the window join drop the slow source's rows below
     the fast one's watermark, and `late_rows()` holds them with that watermark, as on the
     direct runner (files added one by one, every query waited for after each)."""
@@ -303,6 +304,42 @@ def test_late_rows_of_live_merges_under_policy_max(spark: Any, tmp_path: Any) ->
     assert {row["late_watermark"] for row in late} == {T0 + timedelta(seconds=12)}
     joined = read_sink(os.path.join(out, "join_late"))  # laid out as unmatched rows
     assert [(row["k"], row["window_start"], row["slow"]) for row in joined] == [("a", T0, 150)]
+
+
+SIDE_BY_SIDE_SCENARIOS = {
+    "union and joins": live_union_and_joins,
+    "policy max": late_rows_under_policy_max,
+}
+"""The module's live chains that run side by side, by name: each takes the session and a
+directory of its own, and asserts (the killed-driver test runs alone: its driver's start
+and kill are timed)."""
+
+
+@pytest.fixture(scope="module")
+def scenarios(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Each of `SIDE_BY_SIDE_SCENARIOS` run at once, in threads: None, or the error it raised
+    (its own test raises it)."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(SIDE_BY_SIDE_SCENARIOS)) as pool:
+        futures = {
+            name: pool.submit(scenario, spark, tmp_path_factory.mktemp("chain"))
+            for name, scenario in SIDE_BY_SIDE_SCENARIOS.items()
+        }
+        return {name: future.exception() for name, future in futures.items()}
+
+
+def raise_failure(scenarios: dict[str, Any], name: str) -> None:
+    if scenarios[name] is not None:
+        raise scenarios[name]
+
+
+def test_live_union_and_joins_agree_with_the_direct_runner(scenarios: dict[str, Any]) -> None:
+    """`live_union_and_joins`, beside `late_rows_under_policy_max`."""
+    raise_failure(scenarios, "union and joins")
+
+
+def test_late_rows_of_live_merges_under_policy_max(scenarios: dict[str, Any]) -> None:
+    """`late_rows_under_policy_max`, beside `live_union_and_joins`."""
+    raise_failure(scenarios, "policy max")
 
 
 KILLED_DRIVER = (

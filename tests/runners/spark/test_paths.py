@@ -7,6 +7,7 @@ so both runners are compared on one set of files.
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import uuid
 from datetime import datetime
@@ -37,6 +38,11 @@ SCHEMA = {"k": str, "v": int, "t": datetime}
 
 @pytest.fixture
 def lake(lake_directory: Any) -> tuple[str, str]:
+    """A fresh directory in the lake: its `viewfs://` URI and the local path behind it."""
+    return fresh_lake(lake_directory)
+
+
+def fresh_lake(lake_directory: Any) -> tuple[str, str]:
     """A fresh directory in the lake: its `viewfs://` URI and the local path behind it."""
     name = f"t-{uuid.uuid4().hex[:8]}"
     local = os.path.join(str(lake_directory), name)
@@ -92,7 +98,7 @@ def test_missing_and_unknown_uris_are_refused_when_applied(
     assert "spark.jars.packages" in message
 
 
-def test_streaming_collect_and_staging_on_a_uri(spark: Any, lake: tuple[str, str]) -> None:
+def streaming_collect_and_staging(spark: Any, lake: tuple[str, str]) -> None:
     """`ReadFiles(streaming=True)` replayed from viewfs, and a TestStream whose epoch files
     go to a viewfs staging location: the direct runner's rows, epoch by epoch."""
     uri, local = lake
@@ -125,7 +131,7 @@ def test_streaming_collect_and_staging_on_a_uri(spark: Any, lake: tuple[str, str
     assert os.listdir(os.path.join(local, "staging")) == []  # each run cleans its own
 
 
-def test_live_files_checkpoint_and_restart_on_a_uri(spark: Any, lake: tuple[str, str]) -> None:
+def live_files_checkpoint_and_restart(spark: Any, lake: tuple[str, str]) -> None:
     """Spark's file source over a viewfs directory, a file sink and its checkpoint there:
     stopped after two epochs, started again from the checkpoint; every row once, as the
     direct runner emits them; `mode="overwrite"` clears only on a fresh start."""
@@ -158,6 +164,41 @@ def test_live_files_checkpoint_and_restart_on_a_uri(spark: Any, lake: tuple[str,
     second.stop()
     written = row_multiset(read_sink(os.path.join(local, "out")))
     assert written == row_multiset(direct_before_flush(source))
+
+
+SIDE_BY_SIDE_SCENARIOS = {
+    "streaming collect and staging": streaming_collect_and_staging,
+    "live files checkpoint and restart": live_files_checkpoint_and_restart,
+}
+"""The module's streaming runs on a URI, by name: each takes the session and a fresh lake
+directory of its own, and asserts."""
+
+
+@pytest.fixture(scope="module")
+def scenarios(spark: Any, lake_directory: Any) -> dict[str, Any]:
+    """Each of `SIDE_BY_SIDE_SCENARIOS` run at once, in threads: None, or the error it raised
+    (its own test raises it)."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(SIDE_BY_SIDE_SCENARIOS)) as pool:
+        futures = {
+            name: pool.submit(scenario, spark, fresh_lake(lake_directory))
+            for name, scenario in SIDE_BY_SIDE_SCENARIOS.items()
+        }
+        return {name: future.exception() for name, future in futures.items()}
+
+
+def raise_failure(scenarios: dict[str, Any], name: str) -> None:
+    if scenarios[name] is not None:
+        raise scenarios[name]
+
+
+def test_streaming_collect_and_staging_on_a_uri(scenarios: dict[str, Any]) -> None:
+    """`streaming_collect_and_staging`, beside `live_files_checkpoint_and_restart`."""
+    raise_failure(scenarios, "streaming collect and staging")
+
+
+def test_live_files_checkpoint_and_restart_on_a_uri(scenarios: dict[str, Any]) -> None:
+    """`live_files_checkpoint_and_restart`, beside `streaming_collect_and_staging`."""
+    raise_failure(scenarios, "live files checkpoint and restart")
 
 
 class _Conf:

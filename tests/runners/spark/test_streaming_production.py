@@ -7,6 +7,7 @@ end, so Spark never flushes).
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import threading
 import time
@@ -96,9 +97,7 @@ def read_sink(path: str) -> list[dict[str, Any]]:
     return p.run().collect(rows)
 
 
-def test_replayed_stream_writes_files_and_calls_back_as_the_direct_runner(
-    spark_runner: Any, tmp_path: Any
-) -> None:
+def replayed_stream_writes_files_and_calls_back(spark_runner: Any, tmp_path: Any) -> None:
     """A TestStream with sinks: Spark runs every epoch and the flush, then stops."""
 
     def build(runner: Any, out: str, calls: list[tuple[int, list[dict[str, Any]]]]) -> None:
@@ -225,7 +224,7 @@ def test_live_files_survive_a_driver_killed_during_a_batch(spark: Any, tmp_path:
     assert row_multiset(read_sink(out)) == row_multiset(direct_before_flush(source))
 
 
-def test_callback_sink_replays_a_failed_batch_with_the_same_id(spark: Any, tmp_path: Any) -> None:
+def callback_sink_replays_a_failed_batch(spark: Any, tmp_path: Any) -> None:
     """ForEachBatch is at least once: a batch whose callback failed runs again after the
     restart with the same id, so a callback keyed on the id loses and repeats nothing.
     (With a Sort after the windows, the late-row filter is the pass-through one.)"""
@@ -274,7 +273,7 @@ def test_callback_sink_replays_a_failed_batch_with_the_same_id(spark: Any, tmp_p
     assert [row["window_start"] for row in rows] == [row["window_start"] for row in want]
 
 
-def test_read_from_spark_reads_through_a_connector(spark: Any, tmp_path: Any) -> None:
+def read_from_spark_through_a_connector(spark: Any, tmp_path: Any) -> None:
     """`ReadFromSpark` with Spark's parquet connector gives what ReadFiles gives."""
     source = str(tmp_path / "in")
     os.makedirs(source)
@@ -291,6 +290,49 @@ def test_read_from_spark_reads_through_a_connector(spark: Any, tmp_path: Any) ->
     result.stop()
     want = [{"t": row["t"], "v": row["v"]} for i in range(2) for row in epoch_rows(i)]
     assert row_multiset(seen) == row_multiset(want)
+
+
+SIDE_BY_SIDE_SCENARIOS: dict[str, Any] = {
+    "replayed stream": replayed_stream_writes_files_and_calls_back,
+    "callback replays": lambda runner, tmp: callback_sink_replays_a_failed_batch(runner.spark, tmp),
+    "connector": lambda runner, tmp: read_from_spark_through_a_connector(runner.spark, tmp),
+}
+"""The module's streaming runs with no timed step, by name: each takes the suite's Spark
+runner and a directory of its own, and asserts (the stop and kill tests run alone)."""
+
+
+@pytest.fixture(scope="module")
+def scenarios(spark_runner: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Each of `SIDE_BY_SIDE_SCENARIOS` run at once, in threads: None, or the error it raised
+    (its own test raises it)."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(SIDE_BY_SIDE_SCENARIOS)) as pool:
+        futures = {
+            name: pool.submit(scenario, spark_runner, tmp_path_factory.mktemp("run"))
+            for name, scenario in SIDE_BY_SIDE_SCENARIOS.items()
+        }
+        return {name: future.exception() for name, future in futures.items()}
+
+
+def raise_failure(scenarios: dict[str, Any], name: str) -> None:
+    if scenarios[name] is not None:
+        raise scenarios[name]
+
+
+def test_replayed_stream_writes_files_and_calls_back_as_the_direct_runner(
+    scenarios: dict[str, Any],
+) -> None:
+    """`replayed_stream_writes_files_and_calls_back`, beside the other scenarios."""
+    raise_failure(scenarios, "replayed stream")
+
+
+def test_callback_sink_replays_a_failed_batch_with_the_same_id(scenarios: dict[str, Any]) -> None:
+    """`callback_sink_replays_a_failed_batch`, beside the other scenarios."""
+    raise_failure(scenarios, "callback replays")
+
+
+def test_read_from_spark_reads_through_a_connector(scenarios: dict[str, Any]) -> None:
+    """`read_from_spark_through_a_connector`, beside the other scenarios."""
+    raise_failure(scenarios, "connector")
 
 
 def test_collect_refuses_a_live_source(spark_runner: Any, tmp_path: Any) -> None:
