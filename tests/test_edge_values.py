@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 import sparkbeam as sb
-from sparkbeam.runners.spark.queries import SIDE_BY_SIDE
+from sparkbeam.runners.spark.execute.queries import SIDE_BY_SIDE
 
 T0 = datetime(2026, 4, 1, 10, 0)
 NAN = float("nan")

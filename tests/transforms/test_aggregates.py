@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import sparkbeam as sb
-from sparkbeam.runners.spark.queries import SIDE_BY_SIDE
+from sparkbeam.runners.spark.execute.queries import SIDE_BY_SIDE
 from tests.agreement.pipelines import RowCount
 from tests.agreement.test_streaming import assert_runs_agree, run_fully
 

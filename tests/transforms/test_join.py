@@ -26,7 +26,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import sparkbeam as sb
-from sparkbeam.runners.spark.queries import SIDE_BY_SIDE
+from sparkbeam.runners.spark.execute.queries import SIDE_BY_SIDE
 
 HOWS = ["inner", "left", "right", "full"]
 T0 = datetime(2026, 4, 1, 12, 0)
