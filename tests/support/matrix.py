@@ -541,7 +541,6 @@ FEATURES: tuple[Feature, ...] = (
         '`CombinePerKey(emit="update")` (early results) and `finals()`',
         update_mode,
         _outcomes(
-            batch=Refused(S.UPDATE_MODE),
             streaming=Refused(S.UPDATE_MODE),
             live=Refused(S.UPDATE_MODE),
         ),

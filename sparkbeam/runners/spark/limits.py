@@ -224,9 +224,10 @@ MAX_DRIFT_LIVE = Refusal(
 UPDATE_MODE = Refusal(
     name="update-mode",
     refused='`CombinePerKey(emit="update")` (early results and `finals()`)',
-    modes=(BATCH, STREAMING, LIVE),
-    reason="emit='update' (an update stream of early results) runs on the direct runner for "
-    "now; the Spark runner does not run it yet",
+    modes=(STREAMING, LIVE),
+    reason="emit='update' (an update stream of early results) runs on the direct runner and "
+    "on bounded input (a batch job) for now; the Spark runner does not run it on unbounded "
+    "input yet",
     advice="run the pipeline on the direct runner, or use emit='close' on the Spark runner "
     "(each group once, when the watermark passes it)",
 )

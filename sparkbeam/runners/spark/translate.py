@@ -37,7 +37,7 @@ from sparkbeam.arrow import to_arrow
 from sparkbeam.errors import DataError, PipelineError
 from sparkbeam.graph import Node
 from sparkbeam.paths import Paths
-from sparkbeam.runners.spark import limits
+from sparkbeam.runners.spark import limits, update_panes
 from sparkbeam.runners.spark.arrow import (
     exact_microseconds,
     nanosecond_columns,
@@ -64,6 +64,7 @@ from sparkbeam.transforms.combine import (
     CombinePerKey,
     Count,
     CountDistinct,
+    Finals,
     Max,
     Mean,
     Min,
@@ -541,12 +542,25 @@ def _value_by(aggregate: ValueBy) -> Column:
 
 
 @translates(CombinePerKey)
+def combine_or_update(
+    translation: Translation, node: Node, inputs: Sequence[DataFrame]
+) -> DataFrame:
+    """Each group's aggregate; with `emit="update"`, its pane rows (`update_panes`)."""
+    aggregated = combine_per_key(translation, node, inputs)
+    if not isinstance(node.transform, CombinePerKey) or not node.transform.updates:
+        return aggregated
+    return update_panes.pane_rows(translation.nodes, translation.frames, node, aggregated)
+
+
+TRANSLATORS[Finals] = lambda translation, node, inputs: update_panes.finals(inputs[0])
+
+
 def combine_per_key(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
     transform = node.transform
     assert isinstance(transform, CombinePerKey)
     (frame,) = inputs
     keys = list(transform.keys)
-    out_schema = node.info.schema
+    out_schema = update_panes.aggregated_schema(node)
     if not all(isinstance(a, AggregateFn) for _, a in transform.aggregates):
         function = combine_groups(
             transform.keys,

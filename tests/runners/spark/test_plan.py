@@ -68,6 +68,11 @@ def update_mode(p: sb.Pipeline) -> None:
     windows.combine_per_key(["window_start"], emit="update", n=sb.Count())
 
 
+def update_mode_bounded(p: sb.Pipeline) -> None:
+    windows = (p | sb.Create(ROWS, SCHEMA)).with_watermark("t", 0).tumble("t", 10)
+    windows.combine_per_key(["window_start"], emit="update", n=sb.Count()).finals()
+
+
 def idle_processing_time(p: sb.Pipeline) -> None:
     stream(p).with_watermark("t", 0, idle_after="30 seconds")
 
@@ -251,6 +256,7 @@ def live_merge(p: sb.Pipeline) -> None:
 
 
 PLANNED = [
+    update_mode_bounded,
     independent_union,
     periodic_windows,
     bounded_connector,

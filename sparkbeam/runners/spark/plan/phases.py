@@ -30,7 +30,7 @@ from sparkbeam.runners.spark.plan.origins import (
     watermark_origins,
 )
 from sparkbeam.runners.spark.plan.queries import refuse_query
-from sparkbeam.transforms.combine import CombinePerKey
+from sparkbeam.transforms.combine import CombinePerKey, Finals
 from sparkbeam.transforms.connectors import ForEachBatch, ReadFromSpark
 from sparkbeam.transforms.elementwise import Filter, Map, Select
 from sparkbeam.transforms.files import ReadFiles, WriteFiles
@@ -48,7 +48,7 @@ Phase = Callable[[Sequence[Node], Origins], None]
 
 
 def refuse_update_mode(nodes: Sequence[Node], origins: Origins) -> None:
-    """`CombinePerKey(emit="update")`, in every mode."""
+    """`CombinePerKey(emit="update")` on unbounded input."""
     for node in nodes:
         transform = node.transform
         if isinstance(transform, CombinePerKey) and transform.updates:
@@ -102,6 +102,7 @@ TRANSLATED: frozenset[type] = frozenset(
         Session,
         Sort,
         CombinePerKey,
+        Finals,
         Join,
         Union,
         WithWatermark,
@@ -116,8 +117,9 @@ TRANSLATED: frozenset[type] = frozenset(
 """The primitive transforms the Spark runner translates in a batch job (`translate`): every
 one of sparkbeam's own; on unbounded input `TestStream` too (`STREAMING_TRANSLATED`)."""
 
-STREAMING_TRANSLATED = TRANSLATED | {TestStreamSource}
-"""The primitive transforms the Spark runner translates into Structured Streaming."""
+STREAMING_TRANSLATED = (TRANSLATED - {Finals}) | {TestStreamSource}
+"""The primitive transforms the Spark runner translates into Structured Streaming (`finals()`
+reads an update stream, which it refuses there: `refuse_update_mode`)."""
 
 
 def refuse_untranslated(nodes: Sequence[Node], translated: frozenset[type], input: str) -> None:
@@ -161,10 +163,11 @@ DECIDED = (
 )
 """The catalogue's refusals the phases decide, wherever the pipeline raises them."""
 
-BATCH_PHASES: tuple[Phase, ...] = (refuse_update_mode, refuse_emit_event)
+BATCH_PHASES: tuple[Phase, ...] = (refuse_emit_event,)
 """The phases of a bounded pipeline (a batch job) run first, in order."""
 
 PHASES: tuple[Phase, ...] = (
+    refuse_update_mode,
     *BATCH_PHASES,
     refuse_idle_processing_time,
     refuse_bounded_read,
