@@ -214,6 +214,13 @@ def update_mode(p: sb.Pipeline, mode: Mode) -> list[sb.PCollection]:
     return [updates, updates.finals()]
 
 
+def update_after_session(p: sb.Pipeline, mode: Mode) -> list[sb.PCollection]:
+    """A running count of each key's sessions' rows: the sessions still open when the
+    input ends reach it only then."""
+    sessions = watermarked(p, mode).session("t", 3, keys="k")
+    return [sessions.combine_per_key(["k"], emit="update", n=sb.Count())]
+
+
 def sort_session(p: sb.Pipeline, mode: Mode) -> list[sb.PCollection]:
     return [watermarked(p, mode).sort("t").session("t", 3, keys="k")]
 
@@ -541,6 +548,16 @@ FEATURES: tuple[Feature, ...] = (
         '`CombinePerKey(emit="update")` (early results) and `finals()`',
         update_mode,
         _outcomes(
+            streaming=Refused(S.UPDATE_MODE),
+            live=Refused(S.UPDATE_MODE),
+        ),
+    ),
+    Feature(
+        '`CombinePerKey(emit="update")` downstream of a `Session` (or a `Sort`, a '
+        "`CombinePerKey`, an outer `Join`)",
+        update_after_session,
+        _outcomes(
+            batch=Refused(S.UPDATE_AFTER_HELD_ROWS),
             streaming=Refused(S.UPDATE_MODE),
             live=Refused(S.UPDATE_MODE),
         ),

@@ -232,10 +232,23 @@ UPDATE_MODE = Refusal(
     "(each group once, when the watermark passes it)",
 )
 
+UPDATE_AFTER_HELD_ROWS = Refusal(
+    name="update-after-held-rows",
+    refused='`CombinePerKey(emit="update")` downstream of a `Session`, a `Sort`, a '
+    "`CombinePerKey` or an outer `Join` (bounded input)",
+    modes=(BATCH,),
+    reason="{upstream} ({kind}) holds rows until the watermark passes them, so some of this "
+    "CombinePerKey's rows reach it only at the end of input, with other panes than those of "
+    "the epoch; a batch job aggregates every row at once and cannot tell them apart",
+    advice="use emit='close' here (or .finals() of an update stream made before {upstream}), "
+    "or run the pipeline on the direct runner",
+)
+
 REFUSALS = (
     NO_TRANSLATION,
     EMIT_EVENT,
     UPDATE_MODE,
+    UPDATE_AFTER_HELD_ROWS,
     OBJECT_COLUMN,
     PARQUET_UINT64,
     PARQUET_LIVE_NANOSECONDS,

@@ -20,8 +20,10 @@ derives them: each `WithWatermark` from the largest event time of its rows (one 
 each: `W = floor_to_ms(max) - delay - allowed_lateness`, `E = W + allowed_lateness`),
 through every transform's rule (`sparkbeam.derivation`), merged at a `Union` or `Join` as
 their mergers do (the minimum once every input has one; `policy="max"`: the maximum of
-those given), a `Session`'s held columns capped by the start of its oldest session still
-open at its watermark (one Spark job), the estimate never below the watermark.
+those given), the estimate never below the watermark. No operator upstream holds rows (a
+`Session`'s held `window_start` among them): such pipelines are refused
+(`plan.update_batch`), since their held rows reach the `CombinePerKey` only at the end of
+input.
 """
 
 from __future__ import annotations
@@ -38,7 +40,6 @@ from sparkbeam.transforms.combine import CombinePerKey
 from sparkbeam.transforms.join import Join
 from sparkbeam.transforms.union import Union
 from sparkbeam.transforms.watermark import WithWatermark
-from sparkbeam.transforms.windows import WINDOW_END, WINDOW_START, Session
 from sparkbeam.updates import (
     EARLY,
     LATE,
@@ -65,11 +66,10 @@ def _units(column: Column, kind: type) -> Column:
     return F.unix_micros(column) if kind is _dt.datetime else column
 
 
-def _extreme(frame: DataFrame, column: str, kind: type, smallest: bool = False) -> int | None:
-    """The largest (or `smallest`) value of `column` in `frame`, in its units (None over no
-    rows): a Spark job."""
-    extreme = F.min if smallest else F.max
-    row = frame.agg(extreme(_units(F.col(f"`{column}`"), kind))).first()
+def _largest(frame: DataFrame, column: str, kind: type) -> int | None:
+    """The largest value of `column` in `frame`, in its units (None over no rows): a Spark
+    job."""
+    row = frame.agg(F.max(_units(F.col(f"`{column}`"), kind))).first()
     return None if row is None or row[0] is None else int(row[0])
 
 
@@ -123,7 +123,7 @@ def _with_watermark(node: Node, frame: DataFrame, marks: Marks) -> Marks:
     schema = node.info.schema
     column = transform.column
     out = _derived(node, marks)
-    top = _extreme(frame, column, schema.type_of(column))
+    top = _largest(frame, column, schema.type_of(column))
     upstream = marks.get(column)
     if top is None:
         if upstream is not None:
@@ -134,28 +134,6 @@ def _with_watermark(node: Node, frame: DataFrame, marks: Marks) -> Marks:
     if upstream is not None:
         value, estimate = max(value, upstream[0]), max(estimate, upstream[1])
     out[column] = (value, max(estimate, value))
-    return out
-
-
-def _session(node: Node, frame: DataFrame, marks: Marks) -> Marks:
-    """A `Session`'s watermarks from its time column's: the rule, its held columns capped by
-    the start of the oldest session its watermark leaves open (`last + gap >= W`), their
-    estimate the value."""
-    transform = node.transform
-    assert isinstance(transform, Session)
-    if transform.column not in marks:
-        return {}
-    out = _derived(node, {transform.column: marks[transform.column]})
-    held = node.rule.held_columns() & set(out)
-    if not held:
-        return out
-    kind = node.info.schema.type_of(WINDOW_START)
-    mark = marks[transform.column][0]
-    still_open = frame.filter(_units(F.col(WINDOW_END), kind) >= F.lit(mark).cast("long"))
-    oldest = _extreme(still_open, WINDOW_START, kind, smallest=True)
-    for column in held:
-        value = out[column][0] if oldest is None else min(out[column][0], oldest)
-        out[column] = (value, value)
     return out
 
 
@@ -172,8 +150,6 @@ def epoch_marks(nodes: Sequence[Node], frames: Mapping[int, DataFrame], node: No
         transform = current.transform
         if isinstance(transform, WithWatermark):
             marks = _with_watermark(current, frames[index], inputs[0])
-        elif isinstance(transform, Session):
-            marks = _session(current, frames[index], inputs[0])
         elif isinstance(transform, (Union, Join)):
             marks = _merged(current, inputs, transform.policy == "max")
         elif len(inputs) == 1:

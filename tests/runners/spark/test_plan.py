@@ -73,6 +73,11 @@ def update_mode_bounded(p: sb.Pipeline) -> None:
     windows.combine_per_key(["window_start"], emit="update", n=sb.Count()).finals()
 
 
+def update_after_session(p: sb.Pipeline) -> None:
+    sessions = (p | sb.Create(ROWS, SCHEMA)).with_watermark("t", 0).session("t", 3, keys="k")
+    sessions.combine_per_key(["k"], emit="update", n=sb.Count())
+
+
 def idle_processing_time(p: sb.Pipeline) -> None:
     stream(p).with_watermark("t", 0, idle_after="30 seconds")
 
@@ -181,6 +186,7 @@ REFUSED: dict[str, tuple[Callable[[sb.Pipeline], None], Refusal]] = {
     "emit-event-bounded": (emit_event_bounded, limits.EMIT_EVENT),
     "emit-event": (emit_event, limits.EMIT_EVENT),
     "update-mode": (update_mode, limits.UPDATE_MODE),
+    "update-after-held-rows": (update_after_session, limits.UPDATE_AFTER_HELD_ROWS),
     "idle-processing-time": (idle_processing_time, limits.IDLE_PROCESSING_TIME),
     "bounded-read": (bounded_read, limits.BOUNDED_READ_IN_STREAM),
     "chained": (chained, limits.CHAINED_WATERMARKS),

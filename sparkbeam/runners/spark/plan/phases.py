@@ -30,6 +30,7 @@ from sparkbeam.runners.spark.plan.origins import (
     watermark_origins,
 )
 from sparkbeam.runners.spark.plan.queries import refuse_query
+from sparkbeam.runners.spark.plan.update_batch import refuse_update_after_held_rows
 from sparkbeam.transforms.combine import CombinePerKey, Finals
 from sparkbeam.transforms.connectors import ForEachBatch, ReadFromSpark
 from sparkbeam.transforms.elementwise import Filter, Map, Select
@@ -143,6 +144,7 @@ def refuse_untranslated_streaming(nodes: Sequence[Node], origins: Origins) -> No
 
 DECIDED = (
     limits.UPDATE_MODE,
+    limits.UPDATE_AFTER_HELD_ROWS,
     limits.EMIT_EVENT,
     limits.IDLE_PROCESSING_TIME,
     limits.BOUNDED_READ_IN_STREAM,
@@ -163,12 +165,12 @@ DECIDED = (
 )
 """The catalogue's refusals the phases decide, wherever the pipeline raises them."""
 
-BATCH_PHASES: tuple[Phase, ...] = (refuse_emit_event,)
+BATCH_PHASES: tuple[Phase, ...] = (refuse_emit_event, refuse_update_after_held_rows)
 """The phases of a bounded pipeline (a batch job) run first, in order."""
 
 PHASES: tuple[Phase, ...] = (
     refuse_update_mode,
-    *BATCH_PHASES,
+    refuse_emit_event,
     refuse_idle_processing_time,
     refuse_bounded_read,
     refuse_chained_watermarks,
