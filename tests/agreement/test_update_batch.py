@@ -11,7 +11,9 @@ examples.
 from __future__ import annotations
 
 import glob
+import json
 import math
+import os
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -23,6 +25,7 @@ from hypothesis import strategies as st
 
 import sparkbeam as sb
 from tests.agreement.pipelines import row_multiset
+from tests.agreement.streams import KeysSeen
 
 pytestmark = pytest.mark.spark
 
@@ -49,6 +52,15 @@ ROWS = [
 lateness the watermark 18 s; the 10 s window is on time (its end, 20 s, is at most 23 s) but
 not closed (20 s is past 18 s): it has a `"LATE"` last row at the end of input."""
 
+FILE_ROWS = [
+    {"k": "a", "t": 2, "v": 1},
+    {"k": "b", "t": 9, "v": 2},
+    {"k": "a", "t": 14, "v": 3},
+    {"k": "c", "t": 21, "v": 4},
+]
+"""Read from a JSON file (bounded `ReadFiles`): the largest time is 21, the estimate 18 (a
+delay of 3) and the watermark 14 (a lateness of 4)."""
+
 FLOAT_KEYS = [
     {"x": math.nan, "t": 1, "v": 1},
     {"x": float("nan"), "t": 2, "v": 2},
@@ -69,8 +81,21 @@ def naive(value: Any) -> Any:
 Build = Callable[[sb.Pipeline, str], dict[str, sb.PCollection]]
 
 
-def fixed(p: sb.Pipeline, directory: str) -> dict[str, sb.PCollection]:
-    """Every fixed case of the module, by name, in one pipeline."""
+KEPT = ("window_start", "window_end", "pane_timing", "pane_index", "pane_is_last")
+
+
+def doubling() -> Callable[[Row], Row]:
+    """A `Map` function doubling the count (made in a function, for Spark's workers)."""
+
+    def double(row: Row) -> Row:
+        return {**row, "n": 2 * row["n"]}
+
+    return double
+
+
+def fixed(p: sb.Pipeline, directory: str, calls: list[list[Row]]) -> dict[str, sb.PCollection]:
+    """Every fixed case of the module, by name, in one pipeline; the rows a `ForEachBatch`
+    gets go to `calls`."""
     rows = p | "rows" >> sb.Create(ROWS, TIMED)
     marked = rows.with_watermark("t", "2 seconds", allowed_lateness="5 seconds")
     plain = (p | "plain" >> sb.Create(ROWS, TIMED)).with_watermark("t", "2 seconds")
@@ -95,7 +120,23 @@ def fixed(p: sb.Pipeline, directory: str) -> dict[str, sb.PCollection]:
     )
     merged = plain.union(other).tumble("t", "10 seconds")
     union = merged.combine_per_key(["window_end"], emit="update", n=sb.Count())
+    files = f"{directory}/input"
+    os.makedirs(files)
+    with open(f"{files}/part-0.json", "w") as handle:
+        handle.writelines(json.dumps(row) + "\n" for row in FILE_ROWS)
+    read = p | "read" >> sb.ReadFiles(files, "json", schema={"k": str, "t": int, "v": int})
+    read_marked = read.with_watermark("t", 3, allowed_lateness=4)
+    seen = {"seen": KeysSeen(), "n": sb.Count()}
+    in_files = read_marked.hop("t", 10, 5).combine_per_key(
+        ["window_start", "window_end"], emit="update", **seen
+    )
+    whole = read_marked.combine_per_key([], emit="update", **seen)
+    doubled = in_files.map(doubling(), schema=in_files.schema, keeps=KEPT)
+    doubled.for_each_batch(lambda rows, batch: calls.append(rows))
     return {
+        "in_files": in_files,
+        "whole": whole,
+        "doubled": doubled,
         "tumble": tumble,
         "hop": hop,
         "running": running,
@@ -113,9 +154,11 @@ def fixed(p: sb.Pipeline, directory: str) -> dict[str, sb.PCollection]:
 
 def observe(runner: Any, directory: str) -> dict[str, list[Row]]:
     p = sb.Pipeline(runner=runner)
-    outputs = fixed(p, directory)
+    calls: list[list[Row]] = []
+    outputs = fixed(p, directory, calls)
     result = p.run()
     rows = {name: result.collect(output) for name, output in outputs.items()}
+    rows["for_each_batch"] = [row for call in calls for row in call]
     files = sorted(glob.glob(f"{directory}/changes/*.parquet"))
     written = [row for file in files for row in pq.read_table(file).to_pylist()]
     rows["written"] = [{name: naive(value) for name, value in row.items()} for row in written]
@@ -159,6 +202,9 @@ UPDATE_STREAMS = {
     "running": ("k",),
     "float_keys": ("x",),
     "union": ("window_end",),
+    "in_files": ("window_start", "window_end"),
+    "whole": (),
+    "doubled": ("window_start", "window_end"),
 }
 
 
@@ -212,6 +258,23 @@ def test_a_filter_and_a_select_on_pane_columns_downstream(both: Any) -> None:
     for name in ("on_time", "selected"):
         assert row_multiset(spark[name]) == row_multiset(direct[name])
     assert {row["pane_is_last"] for row in spark["on_time"]} == {True, False}
+
+
+def test_bounded_files_a_user_combine_fn_and_no_keys(both: Any) -> None:
+    _, spark = both
+    sequences = panes(spark["in_files"], ("window_start", "window_end"))
+    assert sequences[(5, 15)] == ON_TIME_THEN_LATE  # its end 15 is past 14, not past 18
+    assert sequences[(0, 10)] == EARLY_THEN_LAST
+    assert sequences[(10, 20)] == EARLY_THEN_LAST
+    assert panes(spark["whole"], ()) == {(): EARLY_THEN_LAST}
+    assert {row["seen"] for row in spark["whole"]} == {"a,b,c"}
+
+
+def test_a_map_and_a_for_each_batch_downstream(both: Any) -> None:
+    direct, spark = both
+    assert row_multiset(spark["for_each_batch"]) == row_multiset(direct["for_each_batch"])
+    assert row_multiset(spark["for_each_batch"]) == row_multiset(spark["doubled"])
+    assert {row["n"] for row in spark["doubled"]} == {2 * row["n"] for row in spark["in_files"]}
 
 
 def test_write_files_writes_the_change_rows(both: Any) -> None:
