@@ -282,6 +282,20 @@ DIRECT_ROWS: dict[str, list[list[dict[str, Any]]]] = {
             {"window_start": 10, "n": 2, **pane("ON_TIME", 1, True)},
         ]
     ],
+    (
+        '`CombinePerKey(emit="update")` downstream of a `Session` (or a `Sort`, a '
+        "`CombinePerKey`, an outer `Join`)"
+    ): [
+        [
+            # epoch 0 closes a's first session (1 + 3 < the watermark 6), epoch 1 b's
+            # (6 + 3 < 12): each an early row; a's session at 12 reaches the count only
+            # at the end of input, with the last rows
+            {"k": "a", "n": 1, "pane_timing": "EARLY", "pane_index": 0, "pane_is_last": False},
+            {"k": "b", "n": 1, "pane_timing": "EARLY", "pane_index": 0, "pane_is_last": False},
+            {"k": "a", "n": 2, "pane_timing": "ON_TIME", "pane_index": 1, "pane_is_last": True},
+            {"k": "b", "n": 1, "pane_timing": "ON_TIME", "pane_index": 1, "pane_is_last": True},
+        ]
+    ],
     "a column of type `object`": [
         [
             {"k": "a", "payload": [1]},

@@ -230,6 +230,13 @@ def update_lateness_apart(p: sb.Pipeline, mode: Mode) -> list[sb.PCollection]:
     return [windows.combine_per_key(["window_start"], emit="update", n=sb.Count())]
 
 
+def update_after_session(p: sb.Pipeline, mode: Mode) -> list[sb.PCollection]:
+    """A running count of each key's sessions' rows: the sessions still open when the
+    input ends reach it only then."""
+    sessions = watermarked(p, mode).session("t", 3, keys="k")
+    return [sessions.combine_per_key(["k"], emit="update", n=sb.Count())]
+
+
 def sort_session(p: sb.Pipeline, mode: Mode) -> list[sb.PCollection]:
     return [watermarked(p, mode).sort("t").session("t", 3, keys="k")]
 
@@ -557,7 +564,6 @@ FEATURES: tuple[Feature, ...] = (
         '`CombinePerKey(emit="update")` (early results) and `finals()`',
         update_mode,
         _outcomes(
-            batch=Refused(S.UPDATE_MODE),
             streaming=Runs("yes (replayed sources: the same rows in the same epochs)"),
             live=Runs("yes (the direct runner's change rows, as a multiset)"),
         ),
@@ -566,7 +572,7 @@ FEATURES: tuple[Feature, ...] = (
         '`CombinePerKey(emit="update")` keyed on a `Session`\'s `window_start`',
         update_session_start,
         _outcomes(
-            batch=Refused(S.UPDATE_MODE),
+            batch=Refused(S.UPDATE_AFTER_HELD_ROWS),
             streaming=Refused(S.UPDATE_HELD_KEY),
             live=Refused(S.UPDATE_HELD_KEY),
         ),
@@ -575,7 +581,6 @@ FEATURES: tuple[Feature, ...] = (
         '`CombinePerKey(emit="update")` with no `WithWatermark` upstream (a running aggregate)',
         update_without_watermark,
         _outcomes(
-            batch=Refused(S.UPDATE_MODE),
             streaming=Refused(S.UPDATE_WITHOUT_WATERMARK),
             live=Refused(S.UPDATE_WITHOUT_WATERMARK),
         ),
@@ -584,9 +589,16 @@ FEATURES: tuple[Feature, ...] = (
         '`CombinePerKey(emit="update")` over `WithWatermark`s with different `allowed_lateness`',
         update_lateness_apart,
         _outcomes(
-            batch=Refused(S.UPDATE_MODE),
             streaming=Refused(S.UPDATE_LATENESS_APART),
             live=Refused(S.UPDATE_LATENESS_APART),
+        ),
+    ),
+    Feature(
+        '`CombinePerKey(emit="update")` downstream of a `Session` (or a `Sort`, a '
+        "`CombinePerKey`, an outer `Join`)",
+        update_after_session,
+        _outcomes(
+            batch=Refused(S.UPDATE_AFTER_HELD_ROWS),
         ),
     ),
     Feature(

@@ -221,16 +221,6 @@ MAX_DRIFT_LIVE = Refusal(
     advice="drop max_drift, or run the pipeline on the direct runner",
 )
 
-UPDATE_MODE = Refusal(
-    name="update-mode",
-    refused='`CombinePerKey(emit="update")` (early results and `finals()`) on bounded input',
-    modes=(BATCH,),
-    reason="emit='update' (an update stream of early results) runs on the direct runner and on "
-    "Spark Structured Streaming; the Spark runner does not run it in a batch job yet",
-    advice="run the pipeline on the direct runner, or use emit='close' on the Spark runner "
-    "(each group once, when the watermark passes it)",
-)
-
 UPDATE_WITHOUT_WATERMARK = Refusal(
     name="update-without-watermark",
     refused='`CombinePerKey(emit="update")` on a stream with no `WithWatermark` upstream',
@@ -266,13 +256,25 @@ UPDATE_HELD_KEY = Refusal(
     "window_end, or run the pipeline on the direct runner",
 )
 
+UPDATE_AFTER_HELD_ROWS = Refusal(
+    name="update-after-held-rows",
+    refused='`CombinePerKey(emit="update")` downstream of a `Session`, a `Sort`, a '
+    "`CombinePerKey` or an outer `Join` (bounded input)",
+    modes=(BATCH,),
+    reason="{upstream} ({kind}) holds rows until the watermark passes them, so some of this "
+    "CombinePerKey's rows reach it only at the end of input, with other panes than those of "
+    "the epoch; a batch job aggregates every row at once and cannot tell them apart",
+    advice="use emit='close' here (or .finals() of an update stream made before {upstream}), "
+    "or run the pipeline on the direct runner",
+)
+
 REFUSALS = (
     NO_TRANSLATION,
     EMIT_EVENT,
-    UPDATE_MODE,
     UPDATE_WITHOUT_WATERMARK,
     UPDATE_LATENESS_APART,
     UPDATE_HELD_KEY,
+    UPDATE_AFTER_HELD_ROWS,
     OBJECT_COLUMN,
     PARQUET_UINT64,
     PARQUET_LIVE_NANOSECONDS,

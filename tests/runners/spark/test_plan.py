@@ -63,11 +63,6 @@ def emit_event(p: sb.Pipeline) -> None:
     stream(p).with_watermark("t", 0, emit="event")
 
 
-def update_mode(p: sb.Pipeline) -> None:
-    windows = (p | sb.Create(ROWS, SCHEMA)).with_watermark("t", 0).tumble("t", 10)
-    windows.combine_per_key(["window_start"], emit="update", n=sb.Count())
-
-
 def update_without_watermark(p: sb.Pipeline) -> None:
     stream(p).combine_per_key("k", emit="update", n=sb.Count())
 
@@ -82,6 +77,16 @@ def update_lateness_apart(p: sb.Pipeline) -> None:
 def update_held_key(p: sb.Pipeline) -> None:
     sessions = stream(p).with_watermark("t", 0).session("t", 3, keys="k")
     sessions.combine_per_key(["k", "window_start"], emit="update", n=sb.Count())
+
+
+def update_mode_bounded(p: sb.Pipeline) -> None:
+    windows = (p | sb.Create(ROWS, SCHEMA)).with_watermark("t", 0).tumble("t", 10)
+    windows.combine_per_key(["window_start"], emit="update", n=sb.Count()).finals()
+
+
+def update_after_session(p: sb.Pipeline) -> None:
+    sessions = (p | sb.Create(ROWS, SCHEMA)).with_watermark("t", 0).session("t", 3, keys="k")
+    sessions.combine_per_key(["k"], emit="update", n=sb.Count())
 
 
 def idle_processing_time(p: sb.Pipeline) -> None:
@@ -191,10 +196,10 @@ def collect_live(p: sb.Pipeline) -> sb.PCollection:
 REFUSED: dict[str, tuple[Callable[[sb.Pipeline], None], Refusal]] = {
     "emit-event-bounded": (emit_event_bounded, limits.EMIT_EVENT),
     "emit-event": (emit_event, limits.EMIT_EVENT),
-    "update-mode": (update_mode, limits.UPDATE_MODE),
     "update-without-watermark": (update_without_watermark, limits.UPDATE_WITHOUT_WATERMARK),
     "update-lateness-apart": (update_lateness_apart, limits.UPDATE_LATENESS_APART),
     "update-held-key": (update_held_key, limits.UPDATE_HELD_KEY),
+    "update-after-held-rows": (update_after_session, limits.UPDATE_AFTER_HELD_ROWS),
     "idle-processing-time": (idle_processing_time, limits.IDLE_PROCESSING_TIME),
     "bounded-read": (bounded_read, limits.BOUNDED_READ_IN_STREAM),
     "chained": (chained, limits.CHAINED_WATERMARKS),
@@ -270,6 +275,7 @@ def live_merge(p: sb.Pipeline) -> None:
 
 
 PLANNED = [
+    update_mode_bounded,
     independent_union,
     periodic_windows,
     bounded_connector,

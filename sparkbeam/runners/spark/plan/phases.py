@@ -30,6 +30,7 @@ from sparkbeam.runners.spark.plan.origins import (
     watermark_origins,
 )
 from sparkbeam.runners.spark.plan.queries import refuse_query
+from sparkbeam.runners.spark.plan.update_batch import refuse_update_after_held_rows
 from sparkbeam.runners.spark.plan.updates import refuse_held_update_keys, refuse_update_streaming
 from sparkbeam.transforms.combine import CombinePerKey, Finals
 from sparkbeam.transforms.connectors import ForEachBatch, ReadFromSpark
@@ -46,14 +47,6 @@ from sparkbeam.transforms.windows import Hop, Session, Tumble
 
 Origins = Mapping[int, frozenset[int]]
 Phase = Callable[[Sequence[Node], Origins], None]
-
-
-def refuse_update_mode(nodes: Sequence[Node], origins: Origins) -> None:
-    """`CombinePerKey(emit="update")` in a batch job."""
-    for node in nodes:
-        transform = node.transform
-        if isinstance(transform, CombinePerKey) and transform.updates:
-            raise limits.UPDATE_MODE.error(node.label)
 
 
 def refuse_emit_event(nodes: Sequence[Node], origins: Origins) -> None:
@@ -103,6 +96,7 @@ TRANSLATED: frozenset[type] = frozenset(
         Session,
         Sort,
         CombinePerKey,
+        Finals,
         Join,
         Union,
         WithWatermark,
@@ -117,7 +111,7 @@ TRANSLATED: frozenset[type] = frozenset(
 """The primitive transforms the Spark runner translates in a batch job (`translate.families`): every
 one of sparkbeam's own; on unbounded input `TestStream` too (`STREAMING_TRANSLATED`)."""
 
-STREAMING_TRANSLATED = TRANSLATED | {TestStreamSource, Finals}
+STREAMING_TRANSLATED = TRANSLATED | {TestStreamSource}
 """The primitive transforms the Spark runner translates into Structured Streaming."""
 
 
@@ -141,10 +135,10 @@ def refuse_untranslated_streaming(nodes: Sequence[Node], origins: Origins) -> No
 
 
 DECIDED = (
-    limits.UPDATE_MODE,
     limits.UPDATE_WITHOUT_WATERMARK,
     limits.UPDATE_LATENESS_APART,
     limits.UPDATE_HELD_KEY,
+    limits.UPDATE_AFTER_HELD_ROWS,
     limits.EMIT_EVENT,
     limits.IDLE_PROCESSING_TIME,
     limits.BOUNDED_READ_IN_STREAM,
@@ -165,7 +159,7 @@ DECIDED = (
 )
 """The catalogue's refusals the phases decide, wherever the pipeline raises them."""
 
-BATCH_PHASES: tuple[Phase, ...] = (refuse_update_mode, refuse_emit_event)
+BATCH_PHASES: tuple[Phase, ...] = (refuse_emit_event, refuse_update_after_held_rows)
 """The phases of a bounded pipeline (a batch job) run first, in order."""
 
 PHASES: tuple[Phase, ...] = (

@@ -18,6 +18,7 @@ from sparkbeam.runners.spark.exact.judges import (
 )
 from sparkbeam.runners.spark.parts.arrow import spark_schema
 from sparkbeam.runners.spark.parts.python_functions import combine_groups
+from sparkbeam.runners.spark.translate import update_panes
 from sparkbeam.runners.spark.translate.context import (
     StreamingContext,
     Translation,
@@ -83,12 +84,22 @@ def _value_by(aggregate: ValueBy) -> Column:
 
 
 @translates(CombinePerKey)
+def combine_or_update(
+    translation: Translation, node: Node, inputs: Sequence[DataFrame]
+) -> DataFrame:
+    """Each group's aggregate; with `emit="update"`, its pane rows (`update_panes`)."""
+    aggregated = combine_per_key(translation, node, inputs)
+    if not isinstance(node.transform, CombinePerKey) or not node.transform.updates:
+        return aggregated
+    return update_panes.pane_rows(translation.nodes, translation.frames, node, aggregated)
+
+
 def combine_per_key(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
     transform = node.transform
     assert isinstance(transform, CombinePerKey)
     (frame,) = inputs
     keys = list(transform.keys)
-    out_schema = node.info.schema
+    out_schema = update_panes.aggregated_schema(node)
     if not all(isinstance(a, AggregateFn) for _, a in transform.aggregates):
         function = combine_groups(
             transform.keys,
@@ -165,6 +176,11 @@ def streaming_combine_per_key(
         )
     aggregates = [_aggregate(a, streaming=True).alias(name) for name, a in transform.aggregates]
     return frame.groupBy(*transform.keys, JUDGE).agg(*aggregates).drop(JUDGE)
+
+
+@translates(Finals)
+def finals(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+    return update_panes.finals(inputs[0])
 
 
 @streaming(Finals)
