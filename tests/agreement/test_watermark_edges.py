@@ -16,7 +16,7 @@ import pytest
 import sparkbeam as sb
 from sparkbeam.runners.spark.plan.late_filters import Strategy
 from sparkbeam.runners.spark.queries import StreamingRun
-from sparkbeam.runners.spark.streaming import ONE_WATERMARK, StreamingTranslation
+from sparkbeam.runners.spark.streaming import StreamingTranslation
 from tests.agreement.pipelines import row_multiset
 from tests.agreement.streams import StreamOutputs
 from tests.agreement.test_streaming import assert_agree_epoch_by_epoch
@@ -171,8 +171,8 @@ def test_the_live_filters_agree_at_the_watermark(spark: Any, tmp_path: Any) -> N
         (origin,) = translation.late_filters.filters.values()
         chosen[name] = (origin.strategy, dict(translation.settings))
         run.stop()
-    assert chosen["kept"] == (Strategy.DEDUP, {ONE_WATERMARK[0]: ONE_WATERMARK[1]})
-    assert chosen["windows"][0] is Strategy.CURRENT
+    assert chosen["kept"] == (Strategy.FOOTERS, {})
+    assert chosen["windows"] == (Strategy.FOOTERS, {})
     running = p.run()
     try:
         running.process_all_available()

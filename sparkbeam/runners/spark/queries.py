@@ -153,6 +153,8 @@ class Stage:
                 if node_id in reads:
                     source.put_table(translation.epoch_of(node_id, reads[node_id]))
             for origin, (node_id, mark) in translation.epoch_marks.items():
+                if node_id not in translation.sources:
+                    continue  # a live source whose reader writes them (`footers`)
                 # the watermark this epoch's rows are judged by: the model's after the last
                 watermark = model_watermark(translation.nodes[origin], self.metrics)
                 translation.sources[node_id].mark_values[mark] = watermark

@@ -42,6 +42,7 @@ from sparkbeam.runners.spark.exact.judges import (
 from sparkbeam.runners.spark.exact.late_filter import late_against_current_watermark
 from sparkbeam.runners.spark.exact.late_rows import filter_late_rows
 from sparkbeam.runners.spark.live import live_files
+from sparkbeam.runners.spark.live_footers import footer_files
 from sparkbeam.runners.spark.live_merges import staged_rows
 from sparkbeam.runners.spark.merges import (
     judged_sides,
@@ -216,7 +217,8 @@ class StreamingTranslation(Translation):
         the column of its epoch files that holds the watermark (`exact.late_filter`)."""
         marks: dict[str, list[str]] = {}
         for source_id, mark in self.epoch_marks.values():
-            marks.setdefault(ChannelKey("source", source_id).name(), []).append(mark)
+            if source_id in replayed:  # else the source's reader writes them (`footers`)
+                marks.setdefault(ChannelKey("source", source_id).name(), []).append(mark)
         self.marked_sources = {source_id for source_id, _ in self.epoch_marks.values()}
         self.counts_source: dict[int, int] = {}
         """Sources a `WithWatermark` in `epoch_marks` counts (`n_<id>`) with its own input, in
@@ -421,6 +423,9 @@ def _streaming(translation: Translation) -> StreamingTranslation:
 def epoch_source(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
     """A source's channel; its rows are read only when the query runs (`source_epochs`)."""
     run = _streaming(translation)
+    if node.id in run.marked_sources and not is_replayed(node, run.live):
+        readers = [(run.nodes[i], m) for i, (s, m) in run.epoch_marks.items() if s == node.id]
+        return footer_files(run.spark, node, readers)
     if not is_replayed(node, run.live):
         return live_files(run.spark, node)
     return run.frame(ChannelKey("source", node.id).name())

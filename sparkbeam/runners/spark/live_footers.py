@@ -1,0 +1,48 @@
+"""A live parquet `ReadFiles` whose `WithWatermark`s' filters are `Strategy.FOOTERS`: read by
+the Python streaming source of `footers`, each row with the watermark it is judged by."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+
+from sparkbeam.graph import Node
+from sparkbeam.paths import local_path
+from sparkbeam.runners.spark.arrow import spark_schema
+from sparkbeam.runners.spark.footers import SOURCE_NAME, Mark, ParquetFootersSource, options_of
+from sparkbeam.runners.spark.live import refuse_live_nanoseconds
+from sparkbeam.runners.spark.paths import paths_of
+from sparkbeam.transforms.files import ReadFiles, data_files
+from sparkbeam.transforms.watermark import WithWatermark
+
+_REGISTERED: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def footer_files(spark: SparkSession, node: Node, readers: Sequence[tuple[Node, str]]) -> DataFrame:
+    """`node` (a live parquet `ReadFiles`) with, for each `WithWatermark` of `readers` and the
+    column named with it, the watermark of each row's file (None before any file)."""
+    transform = node.transform
+    assert isinstance(transform, ReadFiles)
+    schema = node.info.schema
+    paths = paths_of(spark)
+    files = data_files(transform.path, node.label, paths)
+    refuse_live_nanoseconds(files, schema, node.label, paths, transform.schema_origin)
+    if spark not in _REGISTERED:
+        spark.dataSource.register(ParquetFootersSource)
+        _REGISTERED.add(spark)
+    marks = []
+    for reader, mark in readers:
+        watermark = reader.transform
+        assert isinstance(watermark, WithWatermark)
+        function = watermark.watermark_function(reader.info.schema)
+        is_datetime = schema.type_of(watermark.column) is _dt.datetime
+        marks.append(Mark(mark, watermark.column, is_datetime, function.delay, function.in_millis))
+    fields = spark_schema(schema, node.label).fields
+    read_schema = T.StructType([*fields, *(T.StructField(m.column, T.LongType()) for m in marks)])
+    options = options_of(local_path(transform.path), marks, node.label)
+    return spark.readStream.format(SOURCE_NAME).schema(read_schema).options(**options).load()
