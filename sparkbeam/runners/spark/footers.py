@@ -121,32 +121,36 @@ def _data_files(directory: str) -> list[str]:
     return sorted(names)
 
 
+def open_parquet(path: str) -> pq.ParquetFile:
+    """A parquet file with INT96 timestamps (Spark's own) in microseconds, as Spark reads them."""
+    return pq.ParquetFile(path, coerce_int96_timestamp_unit="us")
+
+
 def latest_time(path: str, column: str, is_datetime: bool) -> int | None:
     """The largest non-null time of `column` in the parquet file at `path` (microseconds since
-    the epoch for datetimes), from its footer's statistics where every row group has them,
-    else from the column itself; None when it holds none."""
-    parquet = pq.ParquetFile(path)
+    the epoch for datetimes), from its footer's statistics where every row group has them
+    (INT64 or INT32 values), else from the column itself (INT96 timestamps, a writer that left
+    statistics out); None when it holds none (an empty file)."""
+    parquet = open_parquet(path)
     metadata = parquet.metadata
-    index = parquet.schema_arrow.get_field_index(column)
-    if index < 0:
+    kinds = parquet.schema_arrow
+    if kinds.get_field_index(column) < 0:
         return None  # refused by `read`, with the file named
+    leaves = [metadata.schema.column(i).path for i in range(metadata.num_columns)]
+    if column not in leaves:
+        return _read_latest(parquet, column, is_datetime)
+    index = leaves.index(column)
+    scale = _micros_per_unit(kinds.field(column).type) if is_datetime else 1
+    physical = metadata.schema.column(index).physical_type
     latest: int | None = None
-    leaf = metadata.schema.column(index)
-    scale = _micros_per_unit(parquet.schema_arrow.field(index).type) if is_datetime else 1
     for group in range(metadata.num_row_groups):
-        chunk = metadata.row_group(group).column(index)
         if metadata.row_group(group).num_rows == 0:
             continue
+        chunk = metadata.row_group(group).column(index)
         stats = chunk.statistics
-        if (
-            scale is None
-            or leaf.physical_type not in ("INT64", "INT32")
-            or stats is None
-            or not stats.has_min_max
-        ):
+        usable = stats is not None and stats.has_min_max
+        if scale is None or physical not in ("INT64", "INT32") or not usable:
             return _read_latest(parquet, column, is_datetime)
-        if stats.null_count == chunk.num_values:
-            continue
         value = int(stats.max_raw) * scale
         latest = value if latest is None else max(latest, value)
     return latest
@@ -162,7 +166,7 @@ def _read_latest(parquet: pq.ParquetFile, column: str, is_datetime: bool) -> int
     """The largest time of `column`, read (a footer with no usable statistics)."""
     values = parquet.read(columns=[column]).column(0)
     if is_datetime:
-        values = values.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
+        values = values.cast(pa.timestamp("us", tz="UTC"), safe=False).cast(pa.int64())
     latest = pc.max(values).as_py()
     return None if latest is None else int(latest)
 
@@ -267,7 +271,7 @@ class FootersReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         assert isinstance(partition, FilePartition)
         target = to_arrow_schema(self.schema, timezone="UTC")
         names = target.names[: len(target.names) - len(self.marks)]
-        parquet = pq.ParquetFile(partition.path)
+        parquet = open_parquet(partition.path)
         present = set(parquet.schema_arrow.names)
         missing = [name for name in names if name not in present]
         if missing:

@@ -4,6 +4,7 @@ the Python streaming source of `footers`, each row with the watermark it is judg
 from __future__ import annotations
 
 import datetime as _dt
+import time
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -46,3 +47,25 @@ def footer_files(spark: SparkSession, node: Node, readers: Sequence[tuple[Node, 
     read_schema = T.StructType([*fields, *(T.StructField(m.column, T.LongType()) for m in marks)])
     options = options_of(local_path(transform.path), marks, node.label)
     return spark.readStream.format(SOURCE_NAME).schema(read_schema).options(**options).load()
+
+
+STARTING_SOURCES = ("Initializing StreamExecution", "Initializing sources")
+"""A query's status messages until its sources have started."""
+
+SOURCE_START_SECONDS = 120.0
+
+
+def sources_started(query: Any) -> None:
+    """Wait until `query` (reading a footer source) has started its sources, or ended.
+
+    Spark starts a Python streaming source's reader in a new Python process
+    that must connect back to the JVM within a fixed 10 seconds, or the query
+    fails. Queries started together start theirs together, and on a loaded
+    machine (two cores, several queries) some missed it; started one after
+    another, each has the machine to itself for that second or so.
+    """
+    deadline = time.monotonic() + SOURCE_START_SECONDS
+    while time.monotonic() < deadline and query.isActive:
+        if query.status["message"] not in STARTING_SOURCES:
+            return
+        time.sleep(0.05)

@@ -33,6 +33,7 @@ from sparkbeam.runners.spark.epochs import (
 from sparkbeam.runners.spark.exact.fed import FedWatermark
 from sparkbeam.runners.spark.exact.judges import Judge
 from sparkbeam.runners.spark.live import Sink
+from sparkbeam.runners.spark.live_footers import sources_started
 from sparkbeam.runners.spark.live_merges import (
     StagedFiles,
     delete_unlisted,
@@ -137,6 +138,8 @@ class Stage:
             try:
                 self.query = writer.start()
                 say("started the query of %s", self.target.label)
+                if self.translation.marked_sources - set(self.translation.sources):
+                    sources_started(self.query)  # one footer reader's Python at a time
             finally:
                 for key, old in before.items():
                     if old is None:
