@@ -22,9 +22,11 @@ them; a writer that left statistics out) has that one column read on the
 driver instead. A replayed batch after a restart gets the same files and
 watermarks, from the offset log.
 
-This module runs in Spark's Python workers (the planner and the readers),
-which may have only pyspark, pandas and pyarrow: it imports nothing else but
-the shipped sparkbeam modules the workers import anyway (`shipping`).
+This module runs in Spark's Python processes (the source's planner and its
+readers), which may have only pyspark, pandas and pyarrow: it imports nothing
+else, and the runner pickles it by value (`live_footers`), so that those
+processes never import sparkbeam (a quarter of a second each, on the loaded
+2-core test machine).
 """
 
 from __future__ import annotations
@@ -47,8 +49,13 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from sparkbeam.errors import PipelineError
-from sparkbeam.runners.spark.python_functions import PIPELINE_ERROR_MARK
+PIPELINE_ERROR_MARK = "sparkbeam.PipelineError: "
+"""`python_functions.PIPELINE_ERROR_MARK`: the runner turns the message after it into a
+`PipelineError` (`engine_errors`)."""
+
+
+class FootersError(Exception):
+    """A refusal of the reader, raised in Spark's Python process, its message marked."""
 
 SOURCE_NAME = "sparkbeam_parquet_footers"
 
@@ -211,7 +218,7 @@ class FootersReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if last is not None and self.known is not None:
             for name in names:
                 if name < last and name not in self.known:
-                    raise PipelineError(
+                    raise FootersError(
                         f"{PIPELINE_ERROR_MARK}{self.label}: "
                         f"{os.path.join(self.directory, name)!r} appeared after "
                         f"{os.path.join(self.directory, last)!r} was read, and its name "
@@ -246,7 +253,7 @@ class FootersReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 for time, is_datetime in self.times.items()
             }
         except (OSError, pa.ArrowException) as exc:
-            raise PipelineError(
+            raise FootersError(
                 f"{PIPELINE_ERROR_MARK}{self.label}: cannot read the footer of {path!r} "
                 f"({exc}): a file must be whole when its name appears; write it under a name "
                 "that starts with '.' or '_' (which the source skips) and rename it when done"
@@ -268,14 +275,14 @@ class FootersReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         pass
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, FilePartition)
+        assert hasattr(partition, "watermarks")  # a `FilePartition` (pickled by value)
         target = to_arrow_schema(self.schema, timezone="UTC")
         names = target.names[: len(target.names) - len(self.marks)]
         parquet = open_parquet(partition.path)
         present = set(parquet.schema_arrow.names)
         missing = [name for name in names if name not in present]
         if missing:
-            raise PipelineError(
+            raise FootersError(
                 f"{PIPELINE_ERROR_MARK}{self.label}: {partition.path!r} has no column(s) "
                 f"{missing}; fix schema= or the files"
             )
@@ -295,7 +302,7 @@ def _cast(values: pa.Array, kind: pa.DataType, name: str, path: str, label: str)
     if values.type == kind:
         return values
     if pa.types.is_timestamp(values.type) and values.type.unit == "ns":
-        raise PipelineError(
+        raise FootersError(
             f"{PIPELINE_ERROR_MARK}{label}: {path!r} holds column {name!r} in nanoseconds; "
             "a live source reads microseconds: write the files with "
             "coerce_timestamps='us'"

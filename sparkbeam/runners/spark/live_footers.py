@@ -9,11 +9,13 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
+from pyspark import cloudpickle
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from sparkbeam.graph import Node
 from sparkbeam.paths import local_path
+from sparkbeam.runners.spark import footers
 from sparkbeam.runners.spark.arrow import spark_schema
 from sparkbeam.runners.spark.footers import SOURCE_NAME, Mark, ParquetFootersSource, options_of
 from sparkbeam.runners.spark.live import refuse_live_nanoseconds
@@ -34,6 +36,7 @@ def footer_files(spark: SparkSession, node: Node, readers: Sequence[tuple[Node, 
     files = data_files(transform.path, node.label, paths)
     refuse_live_nanoseconds(files, schema, node.label, paths, transform.schema_origin)
     if spark not in _REGISTERED:
+        cloudpickle.register_pickle_by_value(footers)
         spark.dataSource.register(ParquetFootersSource)
         _REGISTERED.add(spark)
     marks = []

@@ -16,9 +16,16 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxFiles
 
 import sparkbeam as sb
-from sparkbeam.errors import PipelineError
 from sparkbeam.runners.spark import footers
-from sparkbeam.runners.spark.footers import FootersReader, Mark, latest_time, options_of
+from sparkbeam.runners.spark.footers import (
+    PIPELINE_ERROR_MARK,
+    FootersError,
+    FootersReader,
+    Mark,
+    latest_time,
+    options_of,
+)
+from sparkbeam.runners.spark.python_functions import PIPELINE_ERROR_MARK as MARKED
 from tests.agreement.pipelines import row_multiset
 
 T0 = datetime(2026, 4, 1, 10)
@@ -159,17 +166,18 @@ def test_rows_come_with_their_files_watermark_in_sparks_arrow_types(tmp_path: Pa
 
 
 def test_a_file_named_before_one_already_read_is_refused(tmp_path: Path) -> None:
+    assert PIPELINE_ERROR_MARK == MARKED  # the runner names the refusal as its own
     write_files(tmp_path)
     source = reader(tmp_path, per_batch=10)
     start = source.latestOffset(source.initialOffset(), ReadAllAvailable())
     pq.write_table(table([]), str(tmp_path / "f9-after.parquet"))
     assert source.latestOffset(start, ReadAllAvailable())["files"] == ["f9-after.parquet"]
     pq.write_table(table([]), str(tmp_path / "f3-between.parquet"))
-    with pytest.raises(PipelineError, match=r"f3-between.parquet.*sorts before it"):
+    with pytest.raises(FootersError, match=r"f3-between.parquet.*sorts before it"):
         source.latestOffset(start, ReadAllAvailable())
     (tmp_path / "f3-between.parquet").unlink()
     (tmp_path / "f9-half.parquet").write_bytes(b"PAR1 half-written")
-    with pytest.raises(PipelineError, match=r"cannot read the footer of .*f9-half.parquet"):
+    with pytest.raises(FootersError, match=r"cannot read the footer of .*f9-half.parquet"):
         source.latestOffset(start, ReadAllAvailable())
     (tmp_path / "f9-half.parquet").unlink()
     (tmp_path / ".f9-writing.parquet").write_bytes(b"PAR1 half-written")  # skipped
@@ -238,3 +246,23 @@ def test_footers_agree_with_the_direct_runner(runs: dict[str, Any], per_batch: i
         assert row_multiset(rows) == row_multiset(want[name]), name
     for name, count in runs["late"][per_batch].items():
         assert count == runs["want late"][name], name
+
+
+@pytest.mark.spark
+def test_a_live_file_named_before_one_read_stops_the_query_naming_it(
+    spark: Any, tmp_path: Path
+) -> None:
+    source = tmp_path / "in"
+    source.mkdir()
+    pq.write_table(table([row("a", 1, 1, T0)]), str(source / "b.parquet"))
+    p = sb.Pipeline(runner=sb.SparkRunner(spark=spark))
+    rows = p | sb.ReadFiles(str(source), schema=SCHEMA, streaming=True)
+    rows.with_watermark("t", "2 seconds").for_each_batch(lambda rows, batch: None)
+    running = p.run()
+    try:
+        running.process_all_available()
+        pq.write_table(table([row("a", 1, 1, T0)]), str(source / "a.parquet"))
+        with pytest.raises(sb.PipelineError, match=r"^ReadFiles\(in\): '.*/a.parquet' appeared"):
+            running.process_all_available()
+    finally:
+        running.stop()
