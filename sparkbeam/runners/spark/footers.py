@@ -35,6 +35,7 @@ import json
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -275,23 +276,23 @@ class FootersReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         pass
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert hasattr(partition, "watermarks")  # a `FilePartition` (pickled by value)
+        file = cast(FilePartition, partition)  # pickled by value: no `isinstance`
         target = to_arrow_schema(self.schema, timezone="UTC")
         names = target.names[: len(target.names) - len(self.marks)]
-        parquet = open_parquet(partition.path)
+        parquet = open_parquet(file.path)
         present = set(parquet.schema_arrow.names)
         missing = [name for name in names if name not in present]
         if missing:
             raise FootersError(
-                f"{PIPELINE_ERROR_MARK}{self.label}: {partition.path!r} has no column(s) "
+                f"{PIPELINE_ERROR_MARK}{self.label}: {file.path!r} has no column(s) "
                 f"{missing}; fix schema= or the files"
             )
         for batch in parquet.iter_batches(columns=names):
             columns = [
-                _cast(batch.column(i), target.field(name).type, name, partition.path, self.label)
+                _cast(batch.column(i), target.field(name).type, name, file.path, self.label)
                 for i, name in enumerate(names)
             ]
-            for mark, watermark in zip(self.marks, partition.watermarks, strict=True):
+            for mark, watermark in zip(self.marks, file.watermarks, strict=True):
                 columns.append(
                     pa.array([watermark] * batch.num_rows, target.field(mark.column).type)
                 )
