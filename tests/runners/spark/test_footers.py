@@ -61,7 +61,7 @@ FILES: list[tuple[str, list[dict[str, Any]], dict[str, Any]]] = [
         ],
         {},
     ),
-    ("f2-later", [row("later", 16, 30_000, T0 + timedelta(seconds=30))], {}),
+    ("f2-later", [row("later", 16, 30_000, T0 + timedelta(seconds=30, microseconds=500))], {}),
     # out of order in time: every row before the watermark (28 s; 28000)
     ("f3-earlier", [row("early", 32, 20_000, T0 + timedelta(seconds=20))], {}),
     (  # no statistics: its largest time (40 s) is read from the column
