@@ -19,7 +19,15 @@ variant runs to the end of the backlog (`processAllAvailable()`):
 - `+ transformWithState filter`: a pass-through processor comparing each
   judge with the current watermark: the runner's filter for longer chains.
 - `sparkbeam`: `ReadFiles(streaming=True)` -> ... -> `ForEachBatch` through
-  the Spark runner.
+  the Spark runner: its reader judges each file by the footers of the files
+  before it (no state).
+- `sparkbeam, deduplication`: the same pipeline with the deduplication filter
+  the runner chose before (and still chooses for other formats).
+
+After the table, the first batch and the batches after it apart: from the
+query's start to the end of its first data batch, and the median of the later
+data batches (`triggerExecution`), each against the hand-written query's of the
+same round (medians of the ratios).
 
 After the rounds, `sparkbeam`'s sums (the rows its sink was given in its last
 round, turned into sums after its clock stopped) are checked against the
@@ -33,10 +41,12 @@ for late rows: other sums by design; their sink only counts rows).
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 
@@ -61,6 +71,7 @@ from spark_streaming import (
 import sparkbeam as sb
 from sparkbeam.runners.spark.exact.late_filter import current_watermark_filter
 from sparkbeam.runners.spark.execute.streaming import CHANGELOG, ONE_WATERMARK, STATE_STORE
+from sparkbeam.runners.spark.plan import late_filters
 from sparkbeam.schema import Schema
 
 ROWS = Schema.of({"key": str, "amount": float, "event_time": datetime})
@@ -94,36 +105,95 @@ def tws_filter(frame: DataFrame) -> DataFrame:
     return current_watermark_filter(marked(frame), ROWS, [F.col("judge")], "bench")
 
 
+BatchTimes = tuple[float, float]
+"""Seconds from a query's start to the end of its first data batch, and the median seconds of
+its later data batches."""
+
+BATCHES: dict[str, list[BatchTimes]] = {}
+"""Each variant's `BatchTimes`, round by round."""
+
+
+def batch_times(query: Any, started: float, ended: float) -> BatchTimes:
+    """`query`'s `BatchTimes`, its clock started at `started` and stopped at `ended`: the first
+    batch's share is the run's time less its later data batches'."""
+    data = [
+        progress["durationMs"]["triggerExecution"] / 1000
+        for progress in query.recentProgress
+        if progress["numInputRows"] > 0
+    ]
+    later = data[1:]
+    return ended - started - sum(later), statistics.median(later) if later else 0.0
+
+
 def run_backlog(
     spark: SparkSession,
     frame_for: Callable[[str], DataFrame],
     data: str,
     settings: dict[str, str] | None = None,
+    name: str | None = None,
 ) -> float:
     """Seconds to run the query of `frame_for(data)` through every file waiting there."""
     start = time.perf_counter()
     with counting_query(spark, lambda: frame_for(data), settings) as query:
         query.processAllAvailable()
-    return time.perf_counter() - start
+        seconds = time.perf_counter() - start
+        if name is not None:
+            BATCHES.setdefault(name, []).append(batch_times(query, start, start + seconds))
+    return seconds
 
 
-def run_sparkbeam(spark: SparkSession, data: str, answer: dict[str, Sums]) -> float:
+@contextlib.contextmanager
+def deduplicating() -> Iterator[None]:
+    """The runner choosing the deduplication filter for live parquet sources, as it did before
+    it read their footers."""
+    chosen = late_filters.judged_by_footers
+    late_filters.judged_by_footers = lambda node: False
+    try:
+        yield
+    finally:
+        late_filters.judged_by_footers = chosen
+
+
+def run_sparkbeam(
+    spark: SparkSession, data: str, answer: dict[str, Sums], name: str = "sparkbeam"
+) -> float:
     """Seconds to run the pipeline through the backlog; the sums of the rows its sink was
-    given (made after the clock) into `answer["sparkbeam"]`."""
+    given (made after the clock) into `answer[name]`."""
     given: list[dict[str, Any]] = []
 
     def sink(rows: list[dict[str, Any]], batch_id: int) -> None:
         given.extend(rows)
 
-    start = time.perf_counter()
-    p = sb.Pipeline(runner=sb.SparkRunner(spark=spark))
-    windowed_totals(p | sb.ReadFiles(data, schema=ROWS, streaming=True)).for_each_batch(sink)
-    result = p.run()
-    result.process_all_available()
-    result.stop()
-    seconds = time.perf_counter() - start
-    answer["sparkbeam"] = sums(given)
+    with deduplicating() if name != "sparkbeam" else contextlib.nullcontext():
+        start = time.perf_counter()
+        p = sb.Pipeline(runner=sb.SparkRunner(spark=spark))
+        windowed_totals(p | sb.ReadFiles(data, schema=ROWS, streaming=True)).for_each_batch(sink)
+        result = p.run()
+        result.process_all_available()
+        seconds = time.perf_counter() - start
+        (query,) = result.queries
+        BATCHES.setdefault(name, []).append(batch_times(query, start, start + seconds))
+        result.stop()
+    answer[name] = sums(given)
     return seconds
+
+
+def print_batches(names: list[str]) -> None:
+    """The first batch and the later ones apart, each as the median of its ratios to the
+    hand-written query's of the same round."""
+    base = BATCHES.get("hand-written", [])[1:]  # the first was the warm-up
+    print("first batch (from the start) and the later batches apart:")
+    print(f"{'query':<50} {'first s':>8} {'ratio':>7} {'later s':>8} {'ratio':>7}")
+    for name in names:
+        runs = BATCHES.get(name, [])[-len(base) :] if base else []
+        if not runs:
+            continue
+        first = statistics.median(r[0] / b[0] for r, b in zip(runs, base, strict=True))
+        later = statistics.median(r[1] / b[1] for r, b in zip(runs, base, strict=True) if b[1] > 0)
+        print(
+            f"{name:<50} {statistics.median(r[0] for r in runs):>8.2f} {first:>6.2f}x"
+            f" {statistics.median(r[1] for r in runs):>8.2f} {later:>6.2f}x"
+        )
 
 
 def direct_sums(data: str) -> Sums:
@@ -146,13 +216,15 @@ def main() -> None:
     changelog = dict([CHANGELOG])
     snapshots = {"spark.sql.streaming.stateStore.minDeltasForSnapshot": "1000"}
 
-    def backlog(row_filter: Any, settings: dict[str, str]) -> Callable[[], float]:
+    def backlog(
+        row_filter: Any, settings: dict[str, str], name: str | None = None
+    ) -> Callable[[], float]:
         return lambda: run_backlog(
-            spark, lambda d: hand_written(spark, d, row_filter), data, settings
+            spark, lambda d: hand_written(spark, d, row_filter), data, settings, name
         )
 
     variants: dict[str, Callable[[], float]] = {
-        "hand-written": backlog(None, {}),
+        "hand-written": backlog(None, {}, "hand-written"),
         "hand-written, RocksDB": backlog(None, rocks),
         "+ dedup filter, one watermark": backlog(dedup_filter, one),
         "+ dedup filter, one watermark, RocksDB": backlog(dedup_filter, {**one, **rocks}),
@@ -165,6 +237,9 @@ def main() -> None:
         "+ dedup filter on row id and judge only": backlog(narrow_dedup_filter, one),
         "+ transformWithState filter": backlog(tws_filter, TWS),
         "sparkbeam": lambda: run_sparkbeam(spark, data, answer),
+        "sparkbeam, deduplication": lambda: run_sparkbeam(
+            spark, data, answer, "sparkbeam, deduplication"
+        ),
     }
     answer: dict[str, Sums] = {}
     title = (
@@ -177,6 +252,8 @@ def main() -> None:
         title,
         lambda names: check_variants(names, answer, "the direct runner", lambda: direct_sums(data)),
     )
+    if not args.json:
+        print_batches(list(variants))
     shutil.rmtree(data, ignore_errors=True)
 
 

@@ -15,7 +15,7 @@ import pytest
 
 import sparkbeam as sb
 from sparkbeam.runners.spark.execute.queries import StreamingRun
-from sparkbeam.runners.spark.execute.streaming import ONE_WATERMARK, StreamingTranslation
+from sparkbeam.runners.spark.execute.streaming import StreamingTranslation
 from sparkbeam.runners.spark.plan.late_filters import Strategy
 from tests.agreement.pipelines import row_multiset
 from tests.agreement.streams import StreamOutputs
@@ -174,8 +174,8 @@ def test_the_live_filters_agree_at_the_watermark(spark: Any, tmp_path: Any) -> N
         (origin,) = translation.late_filters.filters.values()
         chosen[name] = (origin.strategy, dict(translation.settings))
         run.stop()
-    assert chosen["kept"] == (Strategy.DEDUP, {ONE_WATERMARK[0]: ONE_WATERMARK[1]})
-    assert chosen["windows"][0] is Strategy.CURRENT
+    assert chosen["kept"] == (Strategy.FOOTERS, {})
+    assert chosen["windows"] == (Strategy.FOOTERS, {})
     running = p.run()
     try:
         running.process_all_available()

@@ -4,6 +4,7 @@ described as the runner describes it before translating (`queries.StreamingRun`)
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import sparkbeam as sb
 from sparkbeam.graph import Node
@@ -101,3 +102,41 @@ def test_live_sources_judge_by_the_current_batchs_watermark() -> None:
     stage = query(p.nodes, ancestors(p.nodes, w.node), live=True, role=Role.LIVE_STAGE)
     assert late_filters(p.nodes, stage).one_watermark
     assert late_filters(p.nodes, stage).of(w.node.id) == LateFilter(Strategy.DEDUP)
+
+
+def live_parquet(p: sb.Pipeline, directory: Path, format: str = "parquet") -> sb.PCollection:
+    directory.mkdir(exist_ok=True)
+    return p | sb.ReadFiles(str(directory), format=format, schema=SCHEMA, streaming=True)
+
+
+def production(nodes: Sequence[Node], target: Node) -> LateFilters:
+    """The final query of `target` in a production run (its live sources read by Spark)."""
+    return final(nodes, target, live=True)
+
+
+def test_a_watermark_straight_on_a_live_parquet_source_reads_the_footers(tmp_path: Path) -> None:
+    p = sb.Pipeline()
+    w = live_parquet(p, tmp_path / "in").with_watermark("t", 5)
+    per_window = w.tumble("t", 10).combine_per_key(["k", "window_start"], total=sb.Sum("v"))
+    windows = per_window.combine_per_key(["window_start"], total=sb.Sum("total"))
+    source = w.node.inputs[0]
+    footers = LateFilter(Strategy.FOOTERS, source, f"__sparkbeam_wm_{w.node.id}")
+    for target in (w, windows):  # stateless: Spark's own watermark per operator, however deep
+        chosen = production(p.nodes, target.node)
+        assert chosen.filters == {w.node.id: footers}
+        assert not chosen.one_watermark
+    assert final(p.nodes, w.node).of(w.node.id).strategy is Strategy.EPOCH_MARK  # collected
+    stage = query(p.nodes, ancestors(p.nodes, w.node), live=True, role=Role.LIVE_STAGE)
+    assert late_filters(p.nodes, stage).of(w.node.id) == LateFilter(Strategy.DEDUP)
+
+
+def test_live_sources_the_footers_cannot_judge_keep_the_stateful_filters(tmp_path: Path) -> None:
+    p = sb.Pipeline()
+    computed = live_parquet(p, tmp_path / "a").filter(sb.col("v") > 0).with_watermark("t", 5)
+    text = live_parquet(p, tmp_path / "b", format="json").with_watermark("t", 5)
+    (tmp_path / "c" / "_spark_metadata").mkdir(parents=True)
+    written = live_parquet(p, tmp_path / "c").with_watermark("t", 5)
+    for w in (computed, text, written):
+        chosen = production(p.nodes, w.node)
+        assert chosen.of(w.node.id) == LateFilter(Strategy.DEDUP), w.node.label
+        assert chosen.one_watermark

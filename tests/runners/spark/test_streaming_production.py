@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import sparkbeam as sb
+from sparkbeam.runners.spark.plan.late_filters import judged_by_footers
 from tests.agreement.pipelines import row_multiset
 from tests.runners.spark.drivers import ROOT, SESSION, kill_during_batch
 from tests.tracebacks import assert_short_as_direct
@@ -61,6 +62,9 @@ def per_window(
     p: sb.Pipeline, source: str, slow: str | None = None, watermarked: list[Any] | None = None
 ) -> sb.PCollection:
     rows = p | sb.ReadFiles(source, schema=SCHEMA, streaming=True)
+    w = rows.with_watermark("t", "5 seconds")  # straight on the source: judged by the footers
+    if watermarked is not None:
+        watermarked.append(w)
     if slow is not None:
         marker = slow
 
@@ -70,10 +74,7 @@ def per_window(
                 time.sleep(60)  # stopped from outside long before this ends
             return True
 
-        rows = rows.filter(hold_up)
-    w = rows.with_watermark("t", "5 seconds")
-    if watermarked is not None:
-        watermarked.append(w)
+        w = w.filter(hold_up)
     return w.tumble("t", "15 seconds").combine_per_key(
         ["k", "window_start"], n=sb.Count(), total=sb.Sum("v")
     )
@@ -158,6 +159,7 @@ def test_live_files_survive_a_stop_between_batches_and_a_stop_during_one(
     write_epoch(source, 1)
     first = start()
     assert len(first.queries) == 1
+    assert judged_by_footers(first.pipeline.nodes[watermarked[-1].node.inputs[0]])
     first.process_all_available()
     first.stop()
     assert first.late_count(watermarked[-1]) == 1  # epoch 1's row from the start

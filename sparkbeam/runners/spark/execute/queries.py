@@ -54,6 +54,7 @@ from sparkbeam.runners.spark.session.engine_errors import spark_errors
 from sparkbeam.runners.spark.session.paths import paths_of, require_staging, scratch_directory
 from sparkbeam.runners.spark.session.quiet import converting
 from sparkbeam.runners.spark.session.shipping import is_connect
+from sparkbeam.runners.spark.translate.live_footers import sources_started
 from sparkbeam.runners.spark.translate.observed import observed_fields
 from sparkbeam.runners.spark.translate.sources import Sink
 from sparkbeam.schema import columns_to_rows
@@ -144,6 +145,8 @@ class Stage:
             try:
                 self.query = writer.start()
                 say("started the query of %s", self.target.label)
+                if self.translation.marked_sources - set(self.translation.sources):
+                    sources_started(self.query)  # one footer reader's Python at a time
             finally:
                 for key, old in before.items():
                     if old is None:
@@ -160,6 +163,8 @@ class Stage:
                 if node_id in reads:
                     source.put_table(translation.epoch_of(node_id, reads[node_id]))
             for origin, (node_id, mark) in translation.epoch_marks.items():
+                if node_id not in translation.sources:
+                    continue  # a live source whose reader writes them (`footers`)
                 # the watermark this epoch's rows are judged by: the model's after the last
                 watermark = model_watermark(translation.nodes[origin], self.metrics)
                 translation.sources[node_id].mark_values[mark] = watermark

@@ -122,7 +122,8 @@ class StreamingTranslation(StreamingContext):
         }
         marks: dict[str, list[str]] = {}
         for source_id, mark in self.epoch_marks.values():
-            marks.setdefault(ChannelKey("source", source_id).name(), []).append(mark)
+            if source_id in replayed:  # else the source's reader writes them (`footers`)
+                marks.setdefault(ChannelKey("source", source_id).name(), []).append(mark)
         self.marked_sources = {source_id for source_id, _ in self.epoch_marks.values()}
         self.counts_source = {}
         for node_id, (source_id, _) in sorted(self.epoch_marks.items(), reverse=True):

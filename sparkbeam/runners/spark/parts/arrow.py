@@ -113,6 +113,22 @@ def nanosecond_columns(
     return found
 
 
+def refuse_live_nanoseconds(
+    files: Sequence[str], schema: Schema, label: str, paths: Paths, origin: str
+) -> None:
+    """Refuse parquet files there at the start that hold nanosecond timestamps (and those
+    whose columns differ from `schema`, which `origin` gave: `nanosecond_columns`).
+
+    Spark's file source reads a column of every file in one unit, fixed by the
+    read schema when the query starts: reading nanoseconds needs a 64-bit
+    integer schema, under which a later file in microseconds reads as
+    nanoseconds too (times a thousand times too close to 1970, with no
+    error). A batch read and a collected one look at each file's own unit."""
+    for file, nanos in nanosecond_columns(files, schema, label, paths, origin).items():
+        for column in sorted(nanos):
+            raise limits.PARQUET_LIVE_NANOSECONDS.error(label, column=column, file=file)
+
+
 def read_schema(schema: Schema, nanos: frozenset[str], label: str) -> T.StructType:
     """`schema` as Spark reads parquet files: the columns in `nanos` as the integers they hold."""
     fields = spark_schema(schema, label).fields

@@ -11,11 +11,14 @@ from (`Strategy`); the filters themselves are in `runners/spark/exact/`.
 from __future__ import annotations
 
 import enum
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sparkbeam.graph import Node
+from sparkbeam.paths import is_local, local_path
 from sparkbeam.runners.spark.plan.ancestry import stateful_depth
+from sparkbeam.transforms.files import SINK_LOG, ReadFiles
 from sparkbeam.transforms.watermark import WithWatermark
 
 EPOCH_WATERMARK = "__sparkbeam_wm"
@@ -36,6 +39,11 @@ class Strategy(enum.Enum):
     """Spark's deduplication keyed on the judge and a random row id: it drops the rows whose
     judge is at or below Spark's watermark for late events, the current batch's where the
     runner feeds the epochs (a no-data batch between two) or with `ONE_WATERMARK`."""
+    FOOTERS = "footers"
+    """A `WithWatermark` straight on a live parquet `ReadFiles` in a production run: the
+    source's reader knows each file's watermark from the footers of the files before it and
+    writes it on the rows as a column (`runners.spark.translate.footers`); the filter
+    compares with it, as `EPOCH_MARK` (no state, no shuffle)."""
     CURRENT = "current"
     """A pass-through `transformWithState` that compares each row's judge with the current
     batch's watermark: batches run back to back and other stateful operators follow."""
@@ -76,9 +84,8 @@ class Query:
 
 @dataclass(frozen=True)
 class LateFilter:
-    """The late-row filter of one `WithWatermark`: its strategy and, for `EPOCH_MARK` and
-    `FED`, the replayed source it reads and the column of its epoch files that holds the
-    watermark."""
+    """The late-row filter of one `WithWatermark`: its strategy and, for `EPOCH_MARK`, `FED`
+    and `FOOTERS`, the source it reads and the column of its rows that holds the watermark."""
 
     strategy: Strategy
     source: int | None = None
@@ -87,7 +94,7 @@ class LateFilter:
     @property
     def reads_marks(self) -> bool:
         """Whether the filter compares with the watermark written into the epoch files."""
-        return self.strategy in (Strategy.EPOCH_MARK, Strategy.FED)
+        return self.strategy in (Strategy.EPOCH_MARK, Strategy.FED, Strategy.FOOTERS)
 
 
 @dataclass(frozen=True)
@@ -112,36 +119,48 @@ class LateFilters:
         return chosen is not None and chosen.strategy is Strategy.FED
 
 
+def judged_by_footers(node: Node) -> bool:
+    """Whether a live source's reader can judge its rows from the files' footers
+    (`Strategy.FOOTERS`): a parquet `ReadFiles(streaming=True)` on a local directory that no
+    Spark file sink writes (whose log, not the directory, says which files are there)."""
+    transform = node.transform
+    if not isinstance(transform, ReadFiles) or not transform.streaming:
+        return False
+    if transform.format != "parquet" or not is_local(transform.path):
+        return False
+    directory = local_path(transform.path)
+    return os.path.isdir(directory) and not os.path.exists(os.path.join(directory, SINK_LOG))
+
+
 def late_filters(nodes: Sequence[Node], query: Query) -> LateFilters:
     """The late-row filter of each `WithWatermark` of `query`, and of its merges.
 
     A `WithWatermark` whose input is a replayed source in the same query
     compares with the watermark written into each epoch (`EPOCH_MARK`); in a
     stage query that reads nothing else, the runner does that itself (`FED`).
-    Elsewhere the filter is stateful: `DEDUP`, exact where a no-data batch runs
-    between two epochs. Over live sources batches run back to back: a final
-    query with at most the filter and one stateful operator after it on a
-    path, and a live stage, start with `one_watermark`; a deeper final query
-    filters with `CURRENT` (`one_watermark` would judge the second operator by
-    the watermark the first moved). Merges filter with `CURRENT` in a
-    production run, `DEDUP` otherwise.
+    In a production run's final query, one straight on a live parquet source
+    compares with the watermark its reader writes on each file's rows
+    (`FOOTERS`). Elsewhere the filter is stateful: `DEDUP`, exact where a
+    no-data batch runs between two epochs. Over live sources batches run back
+    to back: a final query with a stateful filter and at most one stateful
+    operator after it on a path, and a live stage, start with
+    `one_watermark`; a deeper final query filters with `CURRENT`
+    (`one_watermark` would judge the second operator by the watermark the
+    first moved). A query whose filters are all stateless keeps Spark's own
+    watermark per operator: the rows they pass lie at or above the model's
+    watermark, never below the one Spark judges by. Merges filter with
+    `CURRENT` in a production run, `DEDUP` otherwise.
     """
     selected, staged = query.selected, query.staged
-    one_watermark = False
-    stateful = Strategy.DEDUP
-    if query.role is Role.LIVE_STAGE:
-        one_watermark = True
-    elif query.role is Role.FINAL and query.back_to_back:
-        if stateful_depth(nodes, set(selected)) <= 2:
-            one_watermark = True
-        else:
-            stateful = Strategy.CURRENT
+    footers = query.production and query.role is Role.FINAL
     filters: dict[int, LateFilter] = {}
+    stateful_ids: list[int] = []
     for node_id in sorted(selected - staged):
         node = nodes[node_id]
         if not isinstance(node.transform, WithWatermark):
             continue
         source = node.inputs[0]
+        mark = f"{EPOCH_WATERMARK}_{node_id}"
         if source in selected and source not in staged and source in query.replayed:
             fed = (
                 query.role is Role.STAGE
@@ -149,8 +168,26 @@ def late_filters(nodes: Sequence[Node], query: Query) -> LateFilters:
                 and selected == frozenset({source, node_id})
             )
             strategy = Strategy.FED if fed else Strategy.EPOCH_MARK
-            filters[node_id] = LateFilter(strategy, source, f"{EPOCH_WATERMARK}_{node_id}")
+            filters[node_id] = LateFilter(strategy, source, mark)
+        elif (
+            footers
+            and source in selected
+            and source not in staged
+            and judged_by_footers(nodes[source])
+        ):
+            filters[node_id] = LateFilter(Strategy.FOOTERS, source, mark)
         else:
-            filters[node_id] = LateFilter(stateful)
+            stateful_ids.append(node_id)
+    one_watermark = False
+    stateful = Strategy.DEDUP
+    if query.role is Role.LIVE_STAGE:
+        one_watermark = True
+    elif query.role is Role.FINAL and query.back_to_back and stateful_ids:
+        if stateful_depth(nodes, set(selected)) <= 2:
+            one_watermark = True
+        else:
+            stateful = Strategy.CURRENT
+    for node_id in stateful_ids:
+        filters[node_id] = LateFilter(stateful)
     merges = Strategy.CURRENT if query.production else Strategy.DEDUP
-    return LateFilters(filters, merges, one_watermark)
+    return LateFilters(dict(sorted(filters.items())), merges, one_watermark)

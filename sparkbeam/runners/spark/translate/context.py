@@ -181,6 +181,8 @@ class StreamingContext(Translation):
     epoch_marks: dict[int, tuple[int, str]]
     """`WithWatermark`s the runner feeds straight from a replayed source: the source and
     the column of its epoch files that holds the watermark (`exact.late_filter`)."""
+    marked_sources: set[int]
+    """The sources of `epoch_marks`."""
     counts_source: dict[int, int]
     """Sources a `WithWatermark` in `epoch_marks` counts (`n_<id>`) with its own input, in
     one observation: the first that reads each."""

@@ -25,6 +25,7 @@ from sparkbeam.runners.spark.parts.arrow import (
     exact_microseconds,
     nanosecond_columns,
     read_schema,
+    refuse_live_nanoseconds,
     spark_schema,
 )
 from sparkbeam.runners.spark.plan.keys import ChannelKey
@@ -38,6 +39,7 @@ from sparkbeam.runners.spark.translate.context import (
     streaming,
     translates,
 )
+from sparkbeam.runners.spark.translate.live_footers import footer_files
 from sparkbeam.schema import Schema, columns_to_rows, rows_to_columns
 from sparkbeam.transforms.connectors import KNOWN_SCHEMAS, ForEachBatch, ReadFromSpark, call_batch
 from sparkbeam.transforms.files import ReadFiles, WriteFiles, data_files
@@ -217,22 +219,6 @@ def live_files(spark: SparkSession, node: Node) -> DataFrame:
     return connector_frame(reader.options(**options).load(transform.path), node)
 
 
-def refuse_live_nanoseconds(
-    files: Sequence[str], schema: Schema, label: str, paths: Paths, origin: str
-) -> None:
-    """Refuse parquet files there at the start that hold nanosecond timestamps (and those
-    whose columns differ from `schema`, which `origin` gave: `nanosecond_columns`).
-
-    Spark's file source reads a column of every file in one unit, fixed by the
-    read schema when the query starts: reading nanoseconds needs a 64-bit
-    integer schema, under which a later file in microseconds reads as
-    nanoseconds too (times a thousand times too close to 1970, with no
-    error). A batch read and a collected one look at each file's own unit."""
-    for file, nanos in nanosecond_columns(files, schema, label, paths, origin).items():
-        for column in sorted(nanos):
-            raise limits.PARQUET_LIVE_NANOSECONDS.error(label, column=column, file=file)
-
-
 Sink = Callable[[DataFrame], Any]
 """Turns a query's DataFrame into the `DataStreamWriter` of a production sink."""
 
@@ -289,6 +275,9 @@ def staged_rows(spark: SparkSession, node: Node, path: str) -> DataFrame:
 def epoch_source(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
     """A source's channel; its rows are read only when the query runs (`source_epochs`)."""
     run = as_streaming(translation)
+    if node.id in run.marked_sources and not is_replayed(node, run.live):
+        readers = [(run.nodes[i], m) for i, (s, m) in run.epoch_marks.items() if s == node.id]
+        return footer_files(run.spark, node, readers)
     if not is_replayed(node, run.live):
         return live_files(run.spark, node)
     return run.frame(ChannelKey("source", node.id).name())

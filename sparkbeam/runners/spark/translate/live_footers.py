@@ -1,0 +1,78 @@
+"""A live parquet `ReadFiles` whose `WithWatermark`s' filters are `Strategy.FOOTERS`: read by
+the Python streaming source of `footers`, each row with the watermark it is judged by."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import time
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+from pyspark import cloudpickle
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+
+from sparkbeam.graph import Node
+from sparkbeam.paths import local_path
+from sparkbeam.runners.spark.parts.arrow import refuse_live_nanoseconds, spark_schema
+from sparkbeam.runners.spark.session.paths import paths_of
+from sparkbeam.runners.spark.translate import footers
+from sparkbeam.runners.spark.translate.footers import (
+    SOURCE_NAME,
+    Mark,
+    ParquetFootersSource,
+    options_of,
+)
+from sparkbeam.transforms.files import ReadFiles, data_files
+from sparkbeam.transforms.watermark import WithWatermark
+
+_REGISTERED: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def footer_files(spark: SparkSession, node: Node, readers: Sequence[tuple[Node, str]]) -> DataFrame:
+    """`node` (a live parquet `ReadFiles`) with, for each `WithWatermark` of `readers` and the
+    column named with it, the watermark of each row's file (None before any file)."""
+    transform = node.transform
+    assert isinstance(transform, ReadFiles)
+    schema = node.info.schema
+    paths = paths_of(spark)
+    files = data_files(transform.path, node.label, paths)
+    refuse_live_nanoseconds(files, schema, node.label, paths, transform.schema_origin)
+    if spark not in _REGISTERED:
+        cloudpickle.register_pickle_by_value(footers)
+        spark.dataSource.register(ParquetFootersSource)
+        _REGISTERED.add(spark)
+    marks = []
+    for reader, mark in readers:
+        watermark = reader.transform
+        assert isinstance(watermark, WithWatermark)
+        function = watermark.watermark_function(reader.info.schema)
+        is_datetime = schema.type_of(watermark.column) is _dt.datetime
+        marks.append(Mark(mark, watermark.column, is_datetime, function.delay, function.in_millis))
+    fields = spark_schema(schema, node.label).fields
+    read_schema = T.StructType([*fields, *(T.StructField(m.column, T.LongType()) for m in marks)])
+    options = options_of(local_path(transform.path), marks, node.label)
+    return spark.readStream.format(SOURCE_NAME).schema(read_schema).options(**options).load()
+
+
+STARTING_SOURCES = ("Initializing StreamExecution", "Initializing sources")
+"""A query's status messages until its sources have started."""
+
+SOURCE_START_SECONDS = 120.0
+
+
+def sources_started(query: Any) -> None:
+    """Wait until `query` (reading a footer source) has started its sources, or ended.
+
+    Spark starts a Python streaming source's reader in a new Python process
+    that must connect back to the JVM within a fixed 10 seconds, or the query
+    fails. Queries started together start theirs together, and on a loaded
+    machine (two cores, several queries) some missed it; started one after
+    another, each has the machine to itself for that second or so.
+    """
+    deadline = time.monotonic() + SOURCE_START_SECONDS
+    while time.monotonic() < deadline and query.isActive:
+        if query.status["message"] not in STARTING_SOURCES:
+            return
+        time.sleep(0.05)

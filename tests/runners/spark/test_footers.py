@@ -1,0 +1,268 @@
+"""Live parquet sources judged by their footers (`runners/spark/footers.py`): the reader's
+offsets, watermarks and refusals without Spark, then the runners' agreement on a directory that
+holds every case at once, run side by side: one file and three files per micro-batch."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import types as T
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxFiles
+
+import sparkbeam as sb
+from sparkbeam.runners.spark.session.engine_errors import PIPELINE_ERROR_MARK as MARKED
+from sparkbeam.runners.spark.translate import footers
+from sparkbeam.runners.spark.translate.footers import (
+    PIPELINE_ERROR_MARK,
+    FootersError,
+    FootersReader,
+    Mark,
+    latest_time,
+    options_of,
+)
+from tests.agreement.pipelines import row_multiset
+
+T0 = datetime(2026, 4, 1, 10)
+US = timedelta(microseconds=1)
+SCHEMA = {"k": str, "v": int, "n": int, "t": datetime}
+WM = T0 + timedelta(seconds=8)
+"""The watermark of `t` (delay 2 s) after the first file; of `n` (delay 2000): 8000."""
+
+
+def table(rows: list[dict[str, Any]]) -> pa.Table:
+    return pa.table(
+        {
+            "k": pa.array([row["k"] for row in rows], pa.string()),
+            "v": pa.array([row["v"] for row in rows], pa.int64()),
+            "n": pa.array([row["n"] for row in rows], pa.int64()),
+            "t": pa.array([row["t"] for row in rows], pa.timestamp("us", tz="UTC")),
+        }
+    )
+
+
+def row(k: str, v: int, n: int, t: datetime) -> dict[str, Any]:
+    return {"k": k, "v": v, "n": n, "t": t}
+
+
+FILES: list[tuple[str, list[dict[str, Any]], dict[str, Any]]] = [
+    ("f0-first", [row("first", 1, 10_000, T0 + timedelta(seconds=10))], {}),
+    (
+        "f1-edges",
+        [
+            row("at", 2, 8_000, WM),
+            row("below", 4, 7_999, WM - US),
+            row("above", 8, 8_001, WM + US),
+        ],
+        {},
+    ),
+    ("f2-later", [row("later", 16, 30_000, T0 + timedelta(seconds=30, microseconds=500))], {}),
+    # out of order in time: every row before the watermark (28 s; 28000)
+    ("f3-earlier", [row("early", 32, 20_000, T0 + timedelta(seconds=20))], {}),
+    (  # no statistics: its largest time (40 s) is read from the column
+        "f4-no-stats",
+        [row("nostats", 64, 40_000, T0 + timedelta(seconds=40)), row("late", 128, 1, T0)],
+        {"write_statistics": False},
+    ),
+    (  # INT96 timestamps (as Spark writes them): no usable statistics either; late (38 s)
+        "f5-int96",
+        [row("int96", 256, 37_000, T0 + timedelta(seconds=37))],
+        {"use_deprecated_int96_timestamps": True},
+    ),
+    ("f6-empty", [], {}),
+    ("f7-end", [row("end", 512, 90_000, T0 + timedelta(seconds=90))], {}),
+]
+
+
+def write_files(directory: Path) -> None:
+    directory.mkdir(exist_ok=True)
+    for name, rows, options in FILES:
+        pq.write_table(table(rows), str(directory / f"{name}.parquet"), **options)
+
+
+MARKS = [Mark("wm_t", "t", True, 2_000_000, True), Mark("wm_n", "n", False, 2_000, False)]
+
+
+def reader(directory: Path, per_batch: int = 1) -> FootersReader:
+    fields = [
+        T.StructField("k", T.StringType()),
+        T.StructField("v", T.LongType()),
+        T.StructField("n", T.LongType()),
+        T.StructField("t", T.TimestampType()),
+        *(T.StructField(mark.column, T.LongType()) for mark in MARKS),
+    ]
+    options = {**options_of(str(directory), MARKS, "ReadFiles(in)")}
+    options["files_per_batch"] = str(per_batch)
+    return FootersReader(T.StructType(fields), options)
+
+
+def micros(time: datetime) -> int:
+    return (time - datetime(1970, 1, 1)) // US
+
+
+def test_the_largest_time_comes_from_the_footer_or_the_column(tmp_path: Path) -> None:
+    write_files(tmp_path)
+    latest = {
+        name: latest_time(str(tmp_path / f"{name}.parquet"), "t", True) for name, _, _ in FILES
+    }
+    assert latest["f1-edges"] == micros(WM + US)
+    assert latest["f4-no-stats"] == micros(T0 + timedelta(seconds=40))
+    assert latest["f5-int96"] == micros(T0 + timedelta(seconds=37))
+    assert latest["f6-empty"] is None
+    assert latest_time(str(tmp_path / "f4-no-stats.parquet"), "n", False) == 40_000
+    groups = tmp_path / "groups.parquet"  # the largest in the first of three row groups
+    rows = [row("a", i, 10 - i, T0 + timedelta(seconds=10 - i)) for i in range(6)]
+    pq.write_table(table(rows), str(groups), row_group_size=2)
+    assert latest_time(str(groups), "t", True) == micros(T0 + timedelta(seconds=10))
+    assert latest_time(str(groups), "n", False) == 10
+
+
+def batches(source: FootersReader, limit: Any) -> Iterator[list[footers.FilePartition]]:
+    start = source.initialOffset()
+    while True:
+        end = source.latestOffset(start, limit)
+        if end == start:
+            assert source.partitions(start, end) == []  # the final no-data batch
+            return
+        made = source.partitions(start, end)
+        assert all(isinstance(part, footers.FilePartition) for part in made)
+        yield made  # type: ignore[misc]
+        start = end
+
+
+def test_each_file_carries_the_watermark_of_the_files_before_it(tmp_path: Path) -> None:
+    write_files(tmp_path)
+    one = [parts for parts in batches(reader(tmp_path), ReadMaxFiles(1))]
+    assert [len(parts) for parts in one] == [1] * len(FILES)
+    marks = [parts[0].watermarks for parts in one]
+    after = [10, 10, 30, 30, 40, 40, 40]  # seconds: the running max before each file
+    assert marks[0] == [None, None]
+    for mark, seconds in zip(marks[1:], after, strict=True):
+        assert mark == [micros(T0 + timedelta(seconds=seconds - 2)), seconds * 1000 - 2000]
+    three = [parts for parts in batches(reader(tmp_path), ReadMaxFiles(3))]
+    assert [len(parts) for parts in three] == [3, 3, 2]
+    assert [p.watermarks for parts in three for p in parts] == marks
+    (everything,) = batches(reader(tmp_path), ReadAllAvailable())
+    assert [p.watermarks for p in everything] == marks
+
+
+def test_rows_come_with_their_files_watermark_in_sparks_arrow_types(tmp_path: Path) -> None:
+    write_files(tmp_path)
+    source = reader(tmp_path, per_batch=10)
+    start = source.initialOffset()
+    parts = source.partitions(start, source.latestOffset(start, ReadMaxFiles(10)))
+    edges = pa.Table.from_batches(list(source.read(parts[1])))
+    assert edges.schema.field("t").type == pa.timestamp("us", tz="UTC")
+    assert edges.column("wm_t").to_pylist() == [micros(WM)] * 3
+    assert edges.column("wm_n").to_pylist() == [8_000] * 3
+    (int96,) = source.read(parts[5])
+    assert int96.column(3).to_pylist()[0].replace(tzinfo=None) == T0 + timedelta(seconds=37)
+    assert list(source.read(parts[6])) == []
+
+
+def test_a_file_named_before_one_already_read_is_refused(tmp_path: Path) -> None:
+    assert PIPELINE_ERROR_MARK == MARKED  # the runner names the refusal as its own
+    write_files(tmp_path)
+    source = reader(tmp_path, per_batch=10)
+    start = source.latestOffset(source.initialOffset(), ReadAllAvailable())
+    pq.write_table(table([]), str(tmp_path / "f9-after.parquet"))
+    assert source.latestOffset(start, ReadAllAvailable())["files"] == ["f9-after.parquet"]
+    pq.write_table(table([]), str(tmp_path / "f3-between.parquet"))
+    with pytest.raises(FootersError, match=r"f3-between.parquet.*sorts before it"):
+        source.latestOffset(start, ReadAllAvailable())
+    (tmp_path / "f3-between.parquet").unlink()
+    (tmp_path / "f9-half.parquet").write_bytes(b"PAR1 half-written")
+    with pytest.raises(FootersError, match=r"cannot read the footer of .*f9-half.parquet"):
+        source.latestOffset(start, ReadAllAvailable())
+    (tmp_path / "f9-half.parquet").unlink()
+    (tmp_path / ".f9-writing.parquet").write_bytes(b"PAR1 half-written")  # skipped
+    again = reader(tmp_path, per_batch=10)  # a restart: what sorts before the offset was read
+    assert again.latestOffset(start, ReadAllAvailable())["files"] == ["f9-after.parquet"]
+
+
+def pipeline(p: sb.Pipeline, source: str) -> dict[str, Any]:
+    """Both event times' watermarks straight on the source, their late rows, and windows."""
+    rows = p | sb.ReadFiles(source, schema=SCHEMA, streaming=True)
+    t = rows.with_watermark("t", "2 seconds")
+    n = rows.with_watermark("n", 2_000)
+    windows = t.tumble("t", "5 seconds").combine_per_key(["window_start"], total=sb.Sum("v"))
+    return {"t": t, "t late": t.late_rows(), "windows": windows, "n": n, "n late": n.late_rows()}
+
+
+PER_BATCH = {1: ("t", "t late", "windows", "n"), 3: ("t", "windows")}
+"""The outputs run with one file per micro-batch and with three (each a query: few at once,
+as each starts a Python process for its source that must connect back within 10 s)."""
+
+
+@pytest.fixture(scope="module")
+def runs(spark: Any, tmp_path_factory: Any) -> dict[str, Any]:
+    """The direct runner's rows before the flush and late counts; Spark's with one file per
+    micro-batch and with three."""
+    source = tmp_path_factory.mktemp("footers") / "in"
+    write_files(source)
+    p = sb.Pipeline()
+    made = pipeline(p, str(source))
+    result = p.run()
+    want = {
+        name: [r for epoch in result.collect_by_epoch(pcoll)[:-1] for r in epoch]
+        for name, pcoll in made.items()
+    }
+    want_late = {name: result.late_count(made[name]) for name in ("t", "n")}
+    got: dict[int, dict[str, list[dict[str, Any]]]] = {}
+    late: dict[int, dict[str, int]] = {}
+    for per_batch, names in PER_BATCH.items():
+        footers.FILES_PER_BATCH = per_batch
+        try:
+            spark_p = sb.Pipeline(runner=sb.SparkRunner(spark=spark))
+            outputs = pipeline(spark_p, str(source))
+            got[per_batch] = {name: [] for name in names}
+            for name in names:
+                sink = got[per_batch][name]
+                outputs[name].for_each_batch(lambda rows, batch, sink=sink: sink.extend(rows))
+            running = spark_p.run()
+        finally:
+            footers.FILES_PER_BATCH = 1
+        try:
+            running.process_all_available()
+        finally:
+            running.stop()
+        late[per_batch] = {n: running.late_count(outputs[n]) for n in ("t", "n") if n in names}
+    return {"want": want, "want late": want_late, "got": got, "late": late}
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("per_batch", [1, 3])
+def test_footers_agree_with_the_direct_runner(runs: dict[str, Any], per_batch: int) -> None:
+    want = runs["want"]
+    assert sorted(r["k"] for r in want["t late"]) == ["below", "early", "int96", "late"]
+    assert sorted(r["k"] for r in want["n late"]) == ["below", "early", "int96", "late"]
+    assert runs["want late"] == {"t": 4, "n": 4}
+    for name, rows in runs["got"][per_batch].items():
+        assert row_multiset(rows) == row_multiset(want[name]), name
+    for name, count in runs["late"][per_batch].items():
+        assert count == runs["want late"][name], name
+
+
+@pytest.mark.spark
+def test_a_live_file_named_before_one_read_stops_the_query_naming_it(
+    spark: Any, tmp_path: Path
+) -> None:
+    source = tmp_path / "in"
+    source.mkdir()
+    pq.write_table(table([row("a", 1, 1, T0)]), str(source / "b.parquet"))
+    p = sb.Pipeline(runner=sb.SparkRunner(spark=spark))
+    rows = p | sb.ReadFiles(str(source), schema=SCHEMA, streaming=True)
+    rows.with_watermark("t", "2 seconds").for_each_batch(lambda rows, batch: None)
+    running = p.run()
+    try:
+        running.process_all_available()
+        pq.write_table(table([row("a", 1, 1, T0)]), str(source / "a.parquet"))
+        with pytest.raises(sb.PipelineError, match=r"^ReadFiles\(in\): '.*/a.parquet' appeared"):
+            running.process_all_available()
+    finally:
+        running.stop()
