@@ -6,14 +6,17 @@ epochs, fed one epoch at a time:
 
 - `close`: the pipeline through the Spark runner with `emit="close"`;
 - `update`: the same with `emit="update"` (every change row collected);
+- `close, 2 min lateness` / `update, 2 min lateness`: the same two with
+  `allowed_lateness="2 minutes"` (groups held two windows longer);
 - `hand-written update`: `withWatermark` + `groupBy(key, window)` + sum in
   Spark's `outputMode("update")` over the same epoch files, with a sink that
   only counts rows (it has no closing rows, no pane index and Spark's own
   late-row rule: not the model, the baseline a user would write).
 
 Each line gives the median wall time over `--repeat` rounds and its ratio to
-`close` and to `hand-written update`. After the rounds the update stream's
-last rows per group (`finals()`'s rows) are checked against close mode's.
+`close` and to `hand-written update` (the lateness lines: to their own close
+mode too). After the rounds each update stream's last rows per group
+(`finals()`'s rows) are checked against its close mode's.
 
     .venv/bin/python benchmarks/spark_update_streaming.py --rows 1000000 --epochs 10
 """
@@ -35,21 +38,25 @@ from spark_streaming import SCHEMA, make_epochs, session, test_stream, write_fil
 
 import sparkbeam as sb
 
+LATENESS = "2 minutes"
 
-def totals(source: sb.PCollection, emit: str) -> sb.PCollection:
+
+def totals(source: sb.PCollection, emit: str, lateness: str | int = 0) -> sb.PCollection:
     return (
-        source.with_watermark("event_time", "5 seconds")
+        source.with_watermark("event_time", "5 seconds", allowed_lateness=lateness)
         .tumble("event_time", "60 seconds")
         .combine_per_key(["key", "window_start"], emit=emit, total=sb.Sum("amount"))
     )
 
 
-def run_sparkbeam(spark: SparkSession, epochs: list[list[dict[str, Any]]], emit: str) -> Any:
+def run_sparkbeam(
+    spark: SparkSession, epochs: list[list[dict[str, Any]]], emit: str, lateness: str | int = 0
+) -> Any:
     """Seconds to run and collect the pipeline, and its rows."""
     stream = test_stream(epochs)
     start = time.perf_counter()
     p = sb.Pipeline(runner=sb.SparkRunner(spark=spark))
-    out = totals(p | stream, emit)
+    out = totals(p | stream, emit, lateness)
     rows = p.run().collect(out)
     return time.perf_counter() - start, rows
 
@@ -90,6 +97,19 @@ def run_hand_written(spark: SparkSession, files: list[str]) -> float:
     return seconds
 
 
+def check_finals(updates: list[dict[str, Any]], closed: list[dict[str, Any]], name: str) -> None:
+    """Stop unless each group's last row of the update stream is close mode's row (sums to 9
+    decimals: Spark's native sum, in close mode, adds in another order)."""
+    last = {
+        (r["key"], r["window_start"]): round(r["total"], 9) for r in updates if r["pane_is_last"]
+    }
+    want = {(r["key"], r["window_start"]): round(r["total"], 9) for r in closed}
+    if last != want:
+        differ = [k for k in want.keys() | last.keys() if want.get(k) != last.get(k)]
+        shown = [(k, want.get(k), last.get(k)) for k in differ[:3]]
+        sys.exit(f"{len(differ)} of {name}'s last rows differ from close mode's: {shown}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rows", type=int, default=1_000_000)
@@ -100,29 +120,30 @@ def main() -> None:
     spark = session()
     directory = tempfile.mkdtemp(prefix="sparkbeam-bench-files-")
     files = write_files(epochs, directory)
-    times: dict[str, list[float]] = {"close": [], "update": [], "hand-written update": []}
+    late = f", {LATENESS} lateness"
+    variants = {
+        "close": ("close", 0),
+        "update": ("update", 0),
+        f"close{late}": ("close", LATENESS),
+        f"update{late}": ("update", LATENESS),
+    }
+    times: dict[str, list[float]] = {name: [] for name in [*variants, "hand-written update"]}
     rows: dict[str, Any] = {}
     for _ in range(args.repeat):
-        for emit in ("close", "update"):
-            seconds, rows[emit] = run_sparkbeam(spark, epochs, emit)
-            times[emit].append(seconds)
+        for name, (emit, lateness) in variants.items():
+            seconds, rows[name] = run_sparkbeam(spark, epochs, emit, lateness)
+            times[name].append(seconds)
         times["hand-written update"].append(run_hand_written(spark, files))
-    # sums to 9 decimals: Spark's native sum (close mode) adds in another order
-    finals = [r for r in rows["update"] if r["pane_is_last"]]
-    last = {(r["key"], r["window_start"]): round(r["total"], 9) for r in finals}
-    closed = {(r["key"], r["window_start"]): round(r["total"], 9) for r in rows["close"]}
-    if last != closed:
-        differ = [k for k in closed.keys() | last.keys() if closed.get(k) != last.get(k)]
-        shown = [(k, closed.get(k), last.get(k)) for k in differ[:3]]
-        sys.exit(
-            f"{len(differ)} of the update stream's last rows differ from close mode's: {shown}"
-        )
+    for update, close in (("update", "close"), (f"update{late}", f"close{late}")):
+        check_finals(rows[update], rows[close], update)
     medians = {name: statistics.median(values) for name, values in times.items()}
-    print(f"{args.rows} rows, {args.epochs} epochs; {len(rows['update'])} change rows")
+    changes = ", ".join(f"{name}: {len(rows[name])}" for name in variants if "update" in name)
+    print(f"{args.rows} rows, {args.epochs} epochs; change rows: {changes}")
     for name, seconds in medians.items():
+        own = f"  {seconds / medians[f'close{late}']:5.2f}x its close" if late in name else ""
         print(
-            f"{name:22s} {seconds:8.2f} s  {seconds / medians['close']:5.2f}x close  "
-            f"{seconds / medians['hand-written update']:5.2f}x hand-written update"
+            f"{name:30s} {seconds:8.2f} s  {seconds / medians['close']:5.2f}x close  "
+            f"{seconds / medians['hand-written update']:5.2f}x hand-written update{own}"
         )
     shutil.rmtree(directory, ignore_errors=True)
 
