@@ -599,6 +599,8 @@ FEATURES: tuple[Feature, ...] = (
         update_after_session,
         _outcomes(
             batch=Refused(S.UPDATE_AFTER_HELD_ROWS),
+            streaming=Refused(S.UPDATE_AFTER_HELD_ROWS),
+            live=Refused(S.UPDATE_AFTER_HELD_ROWS),
         ),
     ),
     Feature(

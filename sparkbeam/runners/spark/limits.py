@@ -259,11 +259,13 @@ UPDATE_HELD_KEY = Refusal(
 UPDATE_AFTER_HELD_ROWS = Refusal(
     name="update-after-held-rows",
     refused='`CombinePerKey(emit="update")` downstream of a `Session`, a `Sort`, a '
-    "`CombinePerKey` or an outer `Join` (bounded input)",
-    modes=(BATCH,),
+    "`CombinePerKey` or an outer `Join`",
+    modes=(BATCH, STREAMING, LIVE),
     reason="{upstream} ({kind}) holds rows until the watermark passes them, so some of this "
-    "CombinePerKey's rows reach it only at the end of input, with other panes than those of "
-    "the epoch; a batch job aggregates every row at once and cannot tell them apart",
+    "CombinePerKey's rows reach it only when a later watermark or the end of input lets them "
+    "out, where the direct runner gives their groups other panes than Spark can: a batch job "
+    "aggregates every row at once, and a stream's timers fire before the rows let out in "
+    "the same micro-batch",
     advice="use emit='close' here (or .finals() of an update stream made before {upstream}), "
     "or run the pipeline on the direct runner",
 )

@@ -89,6 +89,11 @@ def update_after_session(p: sb.Pipeline) -> None:
     sessions.combine_per_key(["k"], emit="update", n=sb.Count())
 
 
+def update_after_sort_stream(p: sb.Pipeline) -> None:
+    ordered = stream(p).with_watermark("t", 0).sort("t")
+    ordered.combine_per_key(["k"], emit="update", n=sb.Count())
+
+
 def idle_processing_time(p: sb.Pipeline) -> None:
     stream(p).with_watermark("t", 0, idle_after="30 seconds")
 
@@ -200,6 +205,7 @@ REFUSED: dict[str, tuple[Callable[[sb.Pipeline], None], Refusal]] = {
     "update-lateness-apart": (update_lateness_apart, limits.UPDATE_LATENESS_APART),
     "update-held-key": (update_held_key, limits.UPDATE_HELD_KEY),
     "update-after-held-rows": (update_after_session, limits.UPDATE_AFTER_HELD_ROWS),
+    "update-after-held-rows-stream": (update_after_sort_stream, limits.UPDATE_AFTER_HELD_ROWS),
     "idle-processing-time": (idle_processing_time, limits.IDLE_PROCESSING_TIME),
     "bounded-read": (bounded_read, limits.BOUNDED_READ_IN_STREAM),
     "chained": (chained, limits.CHAINED_WATERMARKS),

@@ -179,6 +179,7 @@ TRANSLATION_PHASES: tuple[Phase, ...] = (
     refuse_long_delays,
     refuse_interval_join_max,
     refuse_held_update_keys,
+    refuse_update_after_held_rows,
     refuse_inexact_keys,
     refuse_join_key_derived_apart,
     refuse_union_derived_apart,
