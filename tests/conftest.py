@@ -12,9 +12,13 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 import sparkbeam as sb
-from tests.connect_server import ConnectServer, connect_mode
 
-pytest_plugins = ["tests.interrupt", "tests.runners.spark.own_sessions"]
+pytest_plugins = [
+    "tests.interrupt",
+    "tests.runners.spark.own_sessions",
+    "tests.runners.spark.background_cluster",
+    "tests.background_connect",
+]
 
 # The Spark runner's progress lines (`runners/spark/execute/progress.py`) stay quiet in the
 # suite, also under `pytest -s` on a terminal; a test that reads them sets the level
@@ -128,26 +132,6 @@ def spark(lake_directory: Any) -> Iterator[Any]:
 @pytest.fixture(scope="session")
 def spark_runner(spark: Any) -> Any:
     return sb.SparkRunner(spark=spark)
-
-
-@pytest.fixture(scope="module")
-def connect_spark() -> Iterator[Any]:
-    """A Spark Connect session on a server started for the module from pyspark's own
-    `sbin/start-connect-server.sh` (`tests/connect_server.py`), stopped after it. While
-    the module runs, PySpark's functions build Connect columns (`connect_mode`)."""
-    from pyspark.sql.connect.session import SparkSession as ConnectSession
-
-    server = ConnectServer()
-    try:
-        server.start()
-        with connect_mode():
-            session = ConnectSession.builder.remote(server.url).getOrCreate()
-            try:
-                yield session
-            finally:
-                session.stop()
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -82,6 +82,7 @@ class ConnectServer:
         self.directory = tempfile.mkdtemp(prefix="sparkbeam-connect-")
         self.log = os.path.join(self.directory, "server.log")
         self.process: subprocess.Popen[bytes] | None = None
+        self.launched = 0.0
 
     @property
     def url(self) -> str:
@@ -111,6 +112,12 @@ class ConnectServer:
         return os.pathsep.join([tests, installed])
 
     def start(self) -> None:
+        """Start the server and wait until it listens."""
+        self.launch()
+        self.wait_until_listening()
+
+    def launch(self) -> None:
+        """Start the server's process, without waiting for it (`wait_until_listening`)."""
         import pyspark
 
         home = os.path.dirname(pyspark.__file__)
@@ -145,7 +152,13 @@ class ConnectServer:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        deadline = time.monotonic() + STARTUP_SECONDS
+        self.launched = time.monotonic()
+
+    def wait_until_listening(self) -> None:
+        """Return once the launched server listens; stop it and raise (its log's tail) if it
+        exited or did not listen within `STARTUP_SECONDS` of its launch."""
+        assert self.process is not None, "the server was not launched, or was stopped"
+        deadline = self.launched + STARTUP_SECONDS
         while not _listening(self.port):
             if self.process.poll() is not None or time.monotonic() > deadline:
                 why = (
