@@ -9,7 +9,7 @@ streaming where the rule has a streaming path of its own).
 
 from __future__ import annotations
 
-import concurrent.futures
+import functools
 import math
 import re
 from collections.abc import Callable
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 import sparkbeam as sb
-from sparkbeam.runners.spark.execute.queries import SIDE_BY_SIDE
+from tests.agreement.streams import outcome, side_by_side
 
 T0 = datetime(2026, 4, 1, 10, 0)
 NAN = float("nan")
@@ -95,7 +95,7 @@ def nan_keys_rows(runner: Any) -> list[tuple[bool, int]]:
 
 def test_nan_keys_form_one_group_on_spark_streaming(spark_streams: dict[str, Any]) -> None:
     """The streaming path groups in Spark's own aggregation: NaN keys meet there too."""
-    spark = spark_outcome(spark_streams, "nan_keys")
+    spark = outcome(spark_streams, "nan_keys")
     assert nan_keys_rows(sb.DirectRunner()) == spark == [(False, 1), (True, 2)]
 
 
@@ -211,7 +211,7 @@ def test_the_last_years_of_the_calendar_run_on_spark_streaming(
     same rows, late rows and watermarks, up to the last day of the calendar."""
     last = datetime(9999, 12, 31, 23, 0)
     direct = last_years(sb.DirectRunner())
-    assert spark_outcome(spark_streams, "last_years") == direct
+    assert outcome(spark_streams, "last_years") == direct
     assert direct == (
         [(datetime(8030, 6, 1), 1), (last - timedelta(hours=1), 2), (last, 8)],
         1,  # the second row of 8030, after the watermark passed 9999-12-31 21:59
@@ -384,17 +384,9 @@ SPARK_STREAMS: dict[str, Callable[[Any], Any]] = {
 def spark_streams(spark_runner: Any) -> dict[str, Any]:
     """Each of `SPARK_STREAMS` on Spark, `SIDE_BY_SIDE` pipelines at once: what it returned,
     or the error it raised (each test reads its own)."""
-    with concurrent.futures.ThreadPoolExecutor(max_workers=SIDE_BY_SIDE) as pool:
-        futures = {name: pool.submit(run, spark_runner) for name, run in SPARK_STREAMS.items()}
-        return {name: future.exception() or future.result() for name, future in futures.items()}
-
-
-def spark_outcome(spark_streams: dict[str, Any], name: str) -> Any:
-    """What the Spark run `name` returned (its error raised here, if it raised one)."""
-    outcome = spark_streams[name]
-    if isinstance(outcome, BaseException):
-        raise outcome
-    return outcome
+    return side_by_side(
+        {name: functools.partial(run, spark_runner) for name, run in SPARK_STREAMS.items()}
+    )
 
 
 def spark_data_error(spark_streams: dict[str, Any], name: str) -> sb.DataError:

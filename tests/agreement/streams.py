@@ -6,10 +6,13 @@ outputs whose late and invalid counts must match.
 
 from __future__ import annotations
 
+import concurrent.futures
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
 import sparkbeam as sb
+from sparkbeam.runners.spark.execute.queries import SIDE_BY_SIDE
 from tests.transforms.test_combine import eowc_stream
 
 T0 = datetime(2026, 4, 1, 10, 0)
@@ -318,3 +321,20 @@ STREAM_BUILDERS: dict[str, Any] = {
     "integer_time": integer_time,
     "two_streams": two_streams,
 }
+
+
+def side_by_side(runs: Mapping[str, Callable[[], Any]]) -> dict[str, Any]:
+    """Each of the named Spark `runs`, `SIDE_BY_SIDE` at once: what it returned, or the error
+    it raised (each test reads its own through `outcome`)."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=SIDE_BY_SIDE) as pool:
+        futures = {name: pool.submit(run) for name, run in runs.items()}
+        return {name: future.exception() or future.result() for name, future in futures.items()}
+
+
+def outcome(results: Mapping[str, Any], name: str) -> Any:
+    """What the run `name` of `side_by_side` returned (its error raised here, if it raised
+    one)."""
+    found = results[name]
+    if isinstance(found, BaseException):
+        raise found
+    return found

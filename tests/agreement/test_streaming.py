@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-import concurrent.futures
+import functools
 import json
 from typing import Any
 
 import pytest
 
 import sparkbeam as sb
-from sparkbeam.runners.spark.execute.queries import SIDE_BY_SIDE
 from tests.agreement.pipelines import row_multiset
-from tests.agreement.streams import STREAM_BUILDERS, file_epochs, orders_stream
+from tests.agreement.streams import (
+    STREAM_BUILDERS,
+    file_epochs,
+    orders_stream,
+    outcome,
+    side_by_side,
+)
 
 
 def run(
@@ -54,19 +59,17 @@ def run_fully(builder: Any, runner: Any, metrics: bool) -> Run:
 def spark_runs(spark_runner: Any) -> dict[str, Run | BaseException]:
     """Every shared stream run on Spark, `SIDE_BY_SIDE` pipelines at once (each stream's own
     test compares its run, or raises the error it ended with)."""
-    with concurrent.futures.ThreadPoolExecutor(max_workers=SIDE_BY_SIDE) as pool:
-        futures = {
-            name: pool.submit(run_fully, builder, spark_runner, name in WITH_METRICS)
+    return side_by_side(
+        {
+            name: functools.partial(run_fully, builder, spark_runner, name in WITH_METRICS)
             for name, builder in sorted(STREAM_BUILDERS.items())
         }
-        return {name: future.exception() or future.result() for name, future in futures.items()}
+    )
 
 
 @pytest.mark.parametrize("name", sorted(STREAM_BUILDERS))
 def test_runners_agree_epoch_by_epoch(name: str, spark_runs: dict[str, Any]) -> None:
-    spark = spark_runs[name]
-    if isinstance(spark, BaseException):
-        raise spark
+    spark = outcome(spark_runs, name)
     with_metrics = name in WITH_METRICS
     direct = run_fully(STREAM_BUILDERS[name], sb.DirectRunner(), with_metrics)
     assert_runs_agree(direct, spark, with_metrics, with_metrics)

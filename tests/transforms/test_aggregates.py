@@ -7,7 +7,6 @@ group per window and key), with `None`s, NaNs and ties in the data.
 
 from __future__ import annotations
 
-import concurrent.futures
 import functools
 import math
 import random
@@ -17,8 +16,8 @@ from typing import Any
 import pytest
 
 import sparkbeam as sb
-from sparkbeam.runners.spark.execute.queries import SIDE_BY_SIDE
 from tests.agreement.pipelines import RowCount
+from tests.agreement.streams import outcome, side_by_side
 from tests.agreement.test_streaming import assert_runs_agree, run_fully
 
 NAN = float("nan")
@@ -197,7 +196,7 @@ def test_each_aggregate_matches_the_reference_on_unbounded_input(
     runner_name: str, request: pytest.FixtureRequest
 ) -> None:
     if runner_name == "spark":
-        got = spark_outcome(request.getfixturevalue("spark_streams"), "unbounded")
+        got = outcome(request.getfixturevalue("spark_streams"), "unbounded")
     else:
         got = unbounded_rows(sb.DirectRunner())
     rows = sorted(ROWS, key=lambda row: row["e"])
@@ -314,7 +313,7 @@ def test_next_to_a_combine_fn_on_the_python_path(
     runner_name: str, bounded: bool, request: pytest.FixtureRequest
 ) -> None:
     if runner_name == "spark" and not bounded:
-        got = spark_outcome(request.getfixturevalue("spark_streams"), "python path")
+        got = outcome(request.getfixturevalue("spark_streams"), "python path")
     elif runner_name == "spark":
         got = python_path_rows(request.getfixturevalue("spark_runner"), bounded)
     else:
@@ -391,7 +390,7 @@ def test_runners_agree_on_the_aggregates_per_session_streaming(
     """The Spark run emits the direct run's rows in the same epochs and drops the same late
     and invalid rows (`assert_runs_agree`)."""
     direct = run_fully(per_session, sb.DirectRunner(), False)
-    assert_runs_agree(direct, spark_outcome(spark_streams, "per session"), False, False)
+    assert_runs_agree(direct, outcome(spark_streams, "per session"), False, False)
 
 
 SPARK_STREAMS: dict[str, Any] = {
@@ -406,14 +405,6 @@ SPARK_STREAMS: dict[str, Any] = {
 def spark_streams(spark_runner: Any) -> dict[str, Any]:
     """Each of `SPARK_STREAMS` on Spark, `SIDE_BY_SIDE` pipelines at once: what it returned,
     or the error it raised (each test reads its own)."""
-    with concurrent.futures.ThreadPoolExecutor(max_workers=SIDE_BY_SIDE) as pool:
-        futures = {name: pool.submit(run, spark_runner) for name, run in SPARK_STREAMS.items()}
-        return {name: future.exception() or future.result() for name, future in futures.items()}
-
-
-def spark_outcome(spark_streams: dict[str, Any], name: str) -> Any:
-    """What the Spark run `name` returned (its error raised here, if it raised one)."""
-    outcome = spark_streams[name]
-    if isinstance(outcome, BaseException):
-        raise outcome
-    return outcome
+    return side_by_side(
+        {name: functools.partial(run, spark_runner) for name, run in SPARK_STREAMS.items()}
+    )

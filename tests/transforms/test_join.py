@@ -15,7 +15,7 @@ Rules under test (SPEC section 4 and `transforms.join`):
 
 from __future__ import annotations
 
-import concurrent.futures
+import functools
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -26,7 +26,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import sparkbeam as sb
-from sparkbeam.runners.spark.execute.queries import SIDE_BY_SIDE
+from tests.agreement.streams import outcome, side_by_side
 
 HOWS = ["inner", "left", "right", "full"]
 T0 = datetime(2026, 4, 1, 12, 0)
@@ -761,7 +761,7 @@ def test_none_keys_never_match_and_outer_sides_emit_them_at_once(
     emits it unmatched in the epoch it came, not when the watermark passes its window. Spark
     streaming's join state would pair two None keys and hold them: the same rows there."""
     direct = none_keys_run(sb.DirectRunner())
-    assert spark_outcome(spark_streams, "none keys") == direct
+    assert outcome(spark_streams, "none keys") == direct
     left, full = direct
     # the None-key rows come out in epoch 0, though their window closes only in epoch 1
     matched = [[("u", 0, 2, 4)], [("u", 30, 30, 30)], []]
@@ -797,8 +797,7 @@ def outer_interval_one_watermark_run(runner: Any) -> list[Any]:
     p = sb.Pipeline(runner=runner)
     a, later = _interval_sides(p, None)
     outputs = [
-        a.join(later, on="k", how=how, times=("t", "u"), within=(1, 25))
-        for how in ("left", "full")
+        a.join(later, on="k", how=how, times=("t", "u"), within=(1, 25)) for how in ("left", "full")
     ]
     return epochs_side_by_side(p, outputs)
 
@@ -810,7 +809,7 @@ def test_outer_interval_join_of_one_watermark_agrees_on_spark_streaming(
     """Both sides' watermarks are one `WithWatermark`'s: Spark's one watermark is each side's,
     and unmatched rows come out in the direct runner's epochs."""
     direct = outer_interval_one_watermark_run(sb.DirectRunner())
-    assert spark_outcome(spark_streams, "outer interval, one watermark") == direct
+    assert outcome(spark_streams, "outer interval, one watermark") == direct
     left, full = direct
     assert left[1:3] == [[("x", 1, 20)], [("x", 20, 40)]]
     # u=1 matches no t in [-24, 0]: out in epoch 2, when the watermark (40 - 20) passes 1 - 1
@@ -835,7 +834,7 @@ def test_outer_interval_join_of_two_watermarks_on_spark_streaming_is_late_not_di
     0), an unmatched row comes out micro-batches later on Spark: the same rows, each no
     earlier than on the direct runner (documented in docs/decisions.md)."""
     direct = outer_interval_two_watermarks_run(sb.DirectRunner())
-    spark = spark_outcome(spark_streams, "outer interval, two watermarks")
+    spark = outcome(spark_streams, "outer interval, two watermarks")
 
     def epoch_of(epochs: list[list[tuple[Any, ...]]]) -> dict[tuple[Any, ...], int]:
         return {row: index for index, rows in enumerate(epochs) for row in rows}
@@ -875,7 +874,7 @@ def test_spark_streaming_self_joins_a_session_of_a_union_of_two_watermarks(
         [(7, 1, 1), (7, 1, 2), (7, 2, 1), (7, 2, 2)],
         [(35, 1, 1), (45, 2, 2)],
     ]
-    assert spark_outcome(spark_streams, "self join of a session") == direct
+    assert outcome(spark_streams, "self join of a session") == direct
 
 
 SPARK_STREAMS: dict[str, Any] = {
@@ -891,14 +890,6 @@ SPARK_STREAMS: dict[str, Any] = {
 def spark_streams(spark_runner: Any) -> dict[str, Any]:
     """Each of `SPARK_STREAMS` on Spark, `SIDE_BY_SIDE` pipelines at once: what it returned,
     or the error it raised (each test reads its own)."""
-    with concurrent.futures.ThreadPoolExecutor(max_workers=SIDE_BY_SIDE) as pool:
-        futures = {name: pool.submit(run, spark_runner) for name, run in SPARK_STREAMS.items()}
-        return {name: future.exception() or future.result() for name, future in futures.items()}
-
-
-def spark_outcome(spark_streams: dict[str, Any], name: str) -> Any:
-    """What the Spark run `name` returned (its error raised here, if it raised one)."""
-    outcome = spark_streams[name]
-    if isinstance(outcome, BaseException):
-        raise outcome
-    return outcome
+    return side_by_side(
+        {name: functools.partial(run, spark_runner) for name, run in SPARK_STREAMS.items()}
+    )

@@ -15,7 +15,7 @@ Rules under test:
 
 from __future__ import annotations
 
-import concurrent.futures
+import functools
 from collections import Counter
 from datetime import datetime
 from typing import Any
@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 import sparkbeam as sb
-from sparkbeam.runners.spark.execute.queries import SIDE_BY_SIDE
+from tests.agreement.streams import outcome, side_by_side
 
 
 def stream(*epochs: list[dict[str, Any]], schema: Any = None) -> sb.TestStream:
@@ -384,7 +384,7 @@ def policy_max_run(runner: Any) -> dict[str, Any]:
 
 @pytest.mark.spark
 def test_policy_max_on_spark_streaming_is_the_direct_runners(spark_runs: dict[str, Any]) -> None:
-    direct, spark = policy_max_run(sb.DirectRunner()), spark_result(spark_runs, "policy_max")
+    direct, spark = policy_max_run(sb.DirectRunner()), outcome(spark_runs, "policy_max")
     assert spark == direct
     late, windows, joined, joined_late = direct["epochs"]
     assert late == [[], [(5, 10)], [(25, 30)], []]
@@ -457,7 +457,7 @@ def idle_inputs_run(runner: Any) -> dict[str, Any]:
 
 @pytest.mark.spark
 def test_idle_inputs_on_spark_streaming_are_the_direct_runners(spark_runs: dict[str, Any]) -> None:
-    direct, spark = idle_inputs_run(sb.DirectRunner()), spark_result(spark_runs, "idle_inputs")
+    direct, spark = idle_inputs_run(sb.DirectRunner()), outcome(spark_runs, "idle_inputs")
     assert spark == direct
     windows, late, _, joined_late = direct["epochs"]
     # The silent source is idle after one empty epoch: windows close on the busy one's watermark
@@ -491,7 +491,7 @@ def max_drift_run(runner: Any) -> list[Any]:
 
 @pytest.mark.spark
 def test_max_drift_on_spark_streaming_is_the_direct_runners(spark_runs: dict[str, Any]) -> None:
-    direct, spark = max_drift_run(sb.DirectRunner()), spark_result(spark_runs, "max_drift")
+    direct, spark = max_drift_run(sb.DirectRunner()), outcome(spark_runs, "max_drift")
     assert spark == direct
     fast_epochs = [len(rows) for rows in direct[0]]
     # after epoch 1 (fast's watermark 102 against slow's 40) the fast source waits
@@ -529,16 +529,6 @@ SPARK_STREAMING_RUNS = {
 def spark_runs(spark_runner: Any) -> dict[str, Any]:
     """Each of `SPARK_STREAMING_RUNS` on Spark, side by side (`SIDE_BY_SIDE` at once): its
     result, or the error it raised."""
-    with concurrent.futures.ThreadPoolExecutor(max_workers=SIDE_BY_SIDE) as pool:
-        futures = {
-            name: pool.submit(run, spark_runner) for name, run in SPARK_STREAMING_RUNS.items()
-        }
-        return {name: future.exception() or future.result() for name, future in futures.items()}
-
-
-def spark_result(spark_runs: dict[str, Any], name: str) -> Any:
-    """The Spark run `name`, or the error it raised, raised here (in its own test)."""
-    result = spark_runs[name]
-    if isinstance(result, BaseException):
-        raise result
-    return result
+    return side_by_side(
+        {name: functools.partial(run, spark_runner) for name, run in SPARK_STREAMING_RUNS.items()}
+    )

@@ -7,8 +7,8 @@ The streams run side by side in one module fixture (`spark_runs`); each test com
 
 from __future__ import annotations
 
-import concurrent.futures
 import datetime as dt
+import functools
 import os
 import time
 from collections.abc import Callable
@@ -22,8 +22,8 @@ from hypothesis import Phase, example, given, settings
 from hypothesis import strategies as st
 
 import sparkbeam as sb
-from sparkbeam.runners.spark.execute.queries import SIDE_BY_SIDE
 from tests.agreement.pipelines import row_multiset
+from tests.agreement.streams import side_by_side
 from tests.runners.spark.drivers import ROOT, SESSION, kill_during_batch
 
 pytestmark = pytest.mark.spark
@@ -155,9 +155,9 @@ def run(build: Callable[[sb.Pipeline], Outputs], runner: Any) -> ByEpoch:
 
 @pytest.fixture(scope="module")
 def spark_runs(spark_runner: Any) -> dict[str, ByEpoch | BaseException]:
-    with concurrent.futures.ThreadPoolExecutor(max_workers=SIDE_BY_SIDE) as pool:
-        futures = {name: pool.submit(run, build, spark_runner) for name, build in STREAMS.items()}
-        return {name: future.exception() or future.result() for name, future in futures.items()}
+    return side_by_side(
+        {name: functools.partial(run, build, spark_runner) for name, build in STREAMS.items()}
+    )
 
 
 def assert_agree(direct: ByEpoch, spark: ByEpoch) -> None:
