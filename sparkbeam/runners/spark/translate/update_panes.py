@@ -28,13 +28,13 @@ input.
 
 from __future__ import annotations
 
-import datetime as _dt
 from collections.abc import Mapping, Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from sparkbeam.graph import Node
+from sparkbeam.runners.spark.parts.units import units
 from sparkbeam.schema import Schema
 from sparkbeam.transforms.combine import CombinePerKey
 from sparkbeam.transforms.join import Join
@@ -62,14 +62,10 @@ def aggregated_schema(node: Node) -> Schema:
     return Schema(tuple((name, kind) for name, kind in schema.fields if name not in PANE_COLUMNS))
 
 
-def _units(column: Column, kind: type) -> Column:
-    return F.unix_micros(column) if kind is _dt.datetime else column
-
-
 def _largest(frame: DataFrame, column: str, kind: type) -> int | None:
     """The largest value of `column` in `frame`, in its units (None over no rows): a Spark
     job."""
-    row = frame.agg(F.max(_units(F.col(f"`{column}`"), kind))).first()
+    row = frame.agg(F.max(units(F.col(f"`{column}`"), kind))).first()
     return None if row is None or row[0] is None else int(row[0])
 
 
@@ -170,7 +166,7 @@ def _passed(marks: Marks, which: int, schema: Schema, keys: Sequence[str]) -> Co
     for key in keys:
         if key in marks:
             bound = F.lit(marks[key][which]).cast("long")
-            below = _units(F.col(f"`{key}`"), schema.type_of(key)) < bound
+            below = units(F.col(f"`{key}`"), schema.type_of(key)) < bound
             passed = passed | F.coalesce(below, F.lit(False))
     return passed
 
