@@ -61,7 +61,7 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
 import sparkbeam as sb
-from sparkbeam.runners.spark.execute.streaming import CHANGELOG, STATE_STORE
+from sparkbeam.runners.spark.plan.settings import CHANGELOG, STATE_STORE
 
 START = datetime(2026, 4, 1)
 SCHEMA = T.StructType(

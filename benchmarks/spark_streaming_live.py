@@ -70,8 +70,8 @@ from spark_streaming import (
 
 import sparkbeam as sb
 from sparkbeam.runners.spark.exact.late_filter import current_watermark_filter
-from sparkbeam.runners.spark.execute.streaming import CHANGELOG, ONE_WATERMARK, STATE_STORE
 from sparkbeam.runners.spark.plan import late_filters
+from sparkbeam.runners.spark.plan.settings import CHANGELOG, ONE_WATERMARK, STATE_STORE
 from sparkbeam.schema import Schema
 
 ROWS = Schema.of({"key": str, "amount": float, "event_time": datetime})

@@ -46,7 +46,7 @@ from spark_streaming import (
 )
 
 import sparkbeam as sb
-from sparkbeam.runners.spark.execute.streaming import STATE_STORE
+from sparkbeam.runners.spark.plan.settings import STATE_STORE
 
 PROVIDERS = {
     "HDFS": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",

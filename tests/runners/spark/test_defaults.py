@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import sparkbeam as sb
-from sparkbeam.runners.spark.execute.streaming import STATE_STORE
+from sparkbeam.runners.spark.plan.settings import STATE_STORE
 from sparkbeam.runners.spark.session.sessions import SHUFFLE_PARTITIONS, local_cores, own_conf
 from tests.agreement.pipelines import row_multiset
 from tests.agreement.streams import STREAM_BUILDERS

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 import sparkbeam as sb
-from sparkbeam.runners.spark.execute.streaming import CHANGELOG, STATE_STORE, StreamingTranslation
+from sparkbeam.runners.spark.execute.streaming import StreamingTranslation
 from sparkbeam.runners.spark.plan.ancestry import ancestors
+from sparkbeam.runners.spark.plan.settings import CHANGELOG, STATE_STORE
 from tests.agreement.pipelines import RowCount
 
 pytestmark = pytest.mark.spark

@@ -26,6 +26,7 @@ from sparkbeam.runners.shared.files import read_file
 from sparkbeam.runners.spark.exact.judges import FAR_FUTURE_INT
 from sparkbeam.runners.spark.parts.arrow import spark_schema
 from sparkbeam.runners.spark.plan.delays import FAR_FUTURE_MICROS
+from sparkbeam.runners.spark.plan.streaming_query import QueryPlan
 from sparkbeam.runners.spark.translate.watermark import SENTINEL
 from sparkbeam.schema import Columns, Schema, rows_to_columns
 from sparkbeam.transforms.files import ReadFiles, data_files
@@ -279,3 +280,21 @@ def put_sentinel(source: Channel, column: str, kind: type, time: int | None = No
     columns[column] = [time]
     columns[SENTINEL] = [True]
     source.put(columns)
+
+
+def open_feed(spark: SparkSession, directory: str, plan: QueryPlan, paths: Paths) -> EpochFeed:
+    """The epoch feed of `plan`'s query, under `directory` (made there), its stream opened:
+    the plan's channels, a sentinel's rows with the end-of-input flag (`SENTINEL`)."""
+    channels = [
+        (
+            channel.key.name(),
+            channel.schema.with_columns((SENTINEL, bool))
+            if channel.key.kind == "sentinel"
+            else channel.schema,
+            channel.label,
+        )
+        for channel in plan.channels
+    ]
+    feed = EpochFeed(directory, channels, paths, plan.marks)
+    feed.open(spark)
+    return feed

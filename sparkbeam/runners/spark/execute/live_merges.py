@@ -31,7 +31,7 @@ model's and Spark's watermark `max - delay` on the same millisecond floor):
 
 1. A stage reads one new file per micro-batch (`translate.sources.live_files`), as the
    direct runner takes one file per epoch, and judges its rows by the
-   current batch's watermark (`streaming.ONE_WATERMARK`: the filter is the
+   current batch's watermark (`plan.settings.ONE_WATERMARK`: the filter is the
    query's only stateful operator): the watermark of the files before, the
    model's `WithWatermark` exactly. Its watermark after batch `k` is `wm_k =
    max(t over files <= k) - delay`.

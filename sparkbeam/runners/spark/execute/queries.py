@@ -38,7 +38,7 @@ from sparkbeam.runners.spark.execute.live_merges import (
     stage_sink,
 )
 from sparkbeam.runners.spark.execute.progress import Clock, counted, say
-from sparkbeam.runners.spark.execute.streaming import MAX_POLICY, StreamingTranslation
+from sparkbeam.runners.spark.execute.streaming import StreamingTranslation
 from sparkbeam.runners.spark.plan.ancestry import ancestors, origins_meet
 from sparkbeam.runners.spark.plan.keys import (
     INVALID_ROWS,
@@ -50,6 +50,7 @@ from sparkbeam.runners.spark.plan.keys import (
 )
 from sparkbeam.runners.spark.plan.late_filters import Role
 from sparkbeam.runners.spark.plan.queries import is_live, is_replayed
+from sparkbeam.runners.spark.plan.settings import MAX_POLICY
 from sparkbeam.runners.spark.session.engine_errors import spark_errors
 from sparkbeam.runners.spark.session.paths import paths_of, require_staging, scratch_directory
 from sparkbeam.runners.spark.session.quiet import converting

@@ -107,7 +107,7 @@ class LateFilters:
     """How a `Union` or `Join` where watermarks of several `WithWatermark`s meet drops the
     rows below the query's watermark (`policy="max"`, idle inputs): `DEDUP` or `CURRENT`."""
     one_watermark: bool = False
-    """Whether the query starts with `ONE_WATERMARK` (`execute.streaming`): every stateful operator
+    """Whether the query starts with `ONE_WATERMARK` (`settings`): every stateful operator
     judges by the current batch's watermark, which makes `DEDUP` exact over live sources."""
 
     def of(self, node_id: int) -> LateFilter:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -171,19 +171,19 @@ class StreamingContext(Translation):
     live: bool
     """Whether `ReadFiles(streaming=True)` is Spark's own file source (a production run)
     rather than replayed epoch by epoch (`collect`)."""
-    staged: set[int]
+    staged: frozenset[int]
     """`WithWatermark`s computed by an earlier stage: read their output instead."""
-    staged_paths: dict[int, str]
+    staged_paths: Mapping[int, str]
     """Live merges: where a stage query writes each staged node's rows (its file sink),
     read as a file stream instead of a channel of the feed (`execute.live_merges`)."""
     late_filters: LateFilters
     """How each `WithWatermark` and merge of the query drops late rows (the plan's)."""
-    epoch_marks: dict[int, tuple[int, str]]
+    epoch_marks: Mapping[int, tuple[int, str]]
     """`WithWatermark`s the runner feeds straight from a replayed source: the source and
     the column of its epoch files that holds the watermark (`exact.late_filter`)."""
-    marked_sources: set[int]
+    marked_sources: frozenset[int]
     """The sources of `epoch_marks`."""
-    counts_source: dict[int, int]
+    counts_source: Mapping[int, int]
     """Sources a `WithWatermark` in `epoch_marks` counts (`n_<id>`) with its own input, in
     one observation: the first that reads each."""
     marked: dict[int, DataFrame]
