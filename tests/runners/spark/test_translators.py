@@ -1,6 +1,7 @@
-"""The translators' shape, read from their code without Spark: each family module of
-`translate/` registers its transforms' batch and streaming entries side by side, and no
-translator writes into the translation it reads (it returns what it made)."""
+"""The translators' shape, without Spark: each family module of `translate/` registers its
+transforms' batch and streaming entries side by side, and no translator writes into the
+translation it reads (it returns what it made): read from their code, and at run time, where
+the translation a translator reads refuses any write (`views.TranslationWrite`)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,15 @@ from pathlib import Path
 
 import pytest
 
+import sparkbeam as sb
+from sparkbeam.graph import Node
+from sparkbeam.runners.spark.plan.streaming_query import query_plan
 from sparkbeam.runners.spark.translate import families
+from sparkbeam.runners.spark.translate.context import Made, StreamingContext, Translation
 from sparkbeam.runners.spark.translate.families import STREAMING_TRANSLATORS, TRANSLATORS
+from sparkbeam.runners.spark.translate.views import TranslationWrite
+from sparkbeam.transforms.elementwise import Map
+from sparkbeam.transforms.sources import Create
 
 TRANSLATE = Path(families.__file__).parent
 
@@ -81,3 +89,57 @@ def test_each_kind_s_entries_are_in_one_family_module() -> None:
         assert module.parent == TRANSLATE, kind.__name__
     modules = {entry.__module__.rsplit(".", 1)[1] for entry in _registered()}
     assert {family.__name__.rsplit(".", 1)[1] for family in families.FAMILIES} == modules
+
+
+SCHEMA = {"k": str, "t": int}
+
+
+def _pipeline() -> sb.Pipeline:
+    p = sb.Pipeline()
+    source = sb.TestStream(SCHEMA)
+    source.add_epoch([{"k": "a", "t": 1}])
+    (p | source).with_watermark("t", 0).map(lambda row: row, keeps=["t"])
+    return p
+
+
+WRITES: dict[str, Callable[[StreamingContext], object]] = {
+    "an attribute": lambda run: setattr(run, "spark", None),
+    "a planned fact": lambda run: setattr(run, "live", True),
+    "a recorded frame": lambda run: run.frames.__setitem__(0, None),
+    "a judge": lambda run: run.judges.__setitem__(0, {}),
+    "a staged origin": lambda run: run.staged.add(0),  # type: ignore[attr-defined]
+    "an epoch mark": lambda run: run.epoch_marks.pop(1),  # type: ignore[attr-defined]
+    "an origin": lambda run: run.origins.update({0: frozenset()}),  # type: ignore[attr-defined]
+}
+
+
+@pytest.mark.parametrize("write", WRITES.values(), ids=list(WRITES))
+def test_the_streaming_context_refuses_a_write(write: Callable[[StreamingContext], object]) -> None:
+    p = _pipeline()
+    run = StreamingContext(None, p.nodes, query_plan(p.nodes))  # type: ignore[arg-type]
+    run.seal()  # as the loop does before it calls the first translator
+    with pytest.raises(TranslationWrite, match="returns what it made"):
+        write(run)
+
+
+def test_a_translator_writing_into_the_batch_translation_fails_clearly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The write fails inside the loop as it is, not converted into an error of the
+    pipeline's by the translation's error handling (`translating`)."""
+
+    def source(translation: Translation, node: Node, inputs: object) -> Made:
+        return Made("rows")  # type: ignore[arg-type]
+
+    def writing(translation: Translation, node: Node, inputs: object) -> Made:
+        translation.invalid[node.id] = "rows"  # type: ignore[index]
+        return Made("rows")  # type: ignore[arg-type]
+
+    monkeypatch.setitem(TRANSLATORS, Create, source)
+    monkeypatch.setitem(TRANSLATORS, Map, writing)
+    p = sb.Pipeline()
+    (p | sb.Create([{"k": "a", "t": 1}], SCHEMA)).map(lambda row: row)
+    translation = Translation(None, p.nodes)  # type: ignore[arg-type]
+    with pytest.raises(TranslationWrite, match="item 1 of 'invalid'"):
+        translation.run()
+    assert dict(translation.frames) == {0: "rows"}  # the loop recorded the source's

@@ -13,7 +13,7 @@ import operator
 import re
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -514,10 +514,10 @@ class StreamingRun:
                 merged[key] = merged.get(key, 0) + value
         return merged
 
-    def watermarks(self) -> dict[int, tuple[int, dict[str, Judge]]]:
+    def watermarks(self) -> dict[int, tuple[int, Mapping[str, Judge]]]:
         """For each node a stage query counts: Spark's watermark there (after the last epoch
         before the end of input; a live query's now) and its columns' judges."""
-        out: dict[int, tuple[int, dict[str, Judge]]] = {}
+        out: dict[int, tuple[int, Mapping[str, Judge]]] = {}
         for stage in self.stages:
             if self.live:
                 stage.record_watermark()

@@ -8,7 +8,8 @@ translators made (`plan.settings`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -30,6 +31,7 @@ from sparkbeam.runners.spark.translate.context import (
 )
 from sparkbeam.runners.spark.translate.families import COUNTS_FROM_INPUT, STREAMING_TRANSLATORS
 from sparkbeam.runners.spark.translate.observed import Derive, observed
+from sparkbeam.runners.spark.translate.views import ReadOnlyMapping, ReadOnlySet
 from sparkbeam.runners.spark.translate.watermark import restamp
 
 
@@ -51,33 +53,25 @@ class StreamingTranslation(StreamingContext):
     ) -> None:
         """The query planned from the graph (`plan.streaming_query.query_plan`), its epoch
         feed opened under `directory` (`epochs.open_feed`)."""
-        super().__init__(spark, nodes)
-        self.plan = query_plan(nodes, selected, staged, live, staged_paths, role, back_to_back)
+        plan = query_plan(nodes, selected, staged, live, staged_paths, role, back_to_back)
+        super().__init__(spark, nodes, plan)
         self.directory = directory
-        self.live = self.plan.live
-        self.selected = self.plan.selected
-        self.staged = self.plan.staged
-        self.staged_paths = self.plan.staged_paths
-        self.late_filters = self.plan.late_filters
-        self.epoch_marks = self.plan.epoch_marks
-        self.marked_sources = self.plan.marked_sources
-        self.counts_source = self.plan.counts_source
-        self.counted_inside = self.plan.counted_inside
-        self.settings: dict[str, str] = dict(self.plan.settings)
+        self._settings: dict[str, str] = dict(plan.settings)
+        self.settings: Mapping[str, str] = ReadOnlyMapping("settings", self._settings)
         """Spark settings the query starts with (`Stage.start` sets them only while it
         starts): the plan's, `STATE_STORE` and `CHANGELOG` (a `transformWithState`) and
         `MAX_POLICY` (a `Union` with `policy="max"`) (`plan.settings`)."""
-        self.keyed_state: set[int] = set()
-        """The nodes whose translators build a `transformWithState` (`needs_state_store`)."""
-        self.derived: dict[int, Derive] = {}
+        self._keyed_state: set[int] = set()
+        self._derived: dict[int, Derive] = {}
+        self.derived: Mapping[int, Derive] = ReadOnlyMapping("derived", self._derived)
         """Nodes whose counts follow from their input's, counted by this query
         (`translate.windows.tumble_counts`): `Stage.collect_metrics` adds them."""
-        self.marked = {}
-        self.judges = {}
-        self.origins = {}
-        self.policies: set[int] = set()
+        self._policies: set[int] = set()
         """The `Union`s and `Join`s where watermarks of several `WithWatermark`s meet."""
-        self.counted_as: dict[Observation, Observation] = {}
+        self._counted_as: dict[Observation, Observation] = {}
+        self.counted_as: Mapping[Observation, Observation] = ReadOnlyMapping(
+            "counted_as", self._counted_as
+        )
         """Observed metrics that also count as others' rows (`Stage.collect_metrics`): a
         `WithWatermark`'s output (`n_<id>`) is what its late-row filter passed (`out_<id>`),
         counted once."""
@@ -89,6 +83,11 @@ class StreamingTranslation(StreamingContext):
         """Each `WithWatermark`'s sentinel channel: where the end of input goes."""
         self.epochs = epochs or SourceEpochs(self.paths)
         """The replayed sources' epochs, shared with the other queries of the run."""
+
+    @property
+    def keyed_state(self) -> frozenset[int]:
+        """The nodes whose translators build a `transformWithState` (`needs_state_store`)."""
+        return ReadOnlySet(self._keyed_state)
 
     def prefetch(self) -> None:
         """Start reading and checking the replayed sources' epochs in the background, while
@@ -112,6 +111,7 @@ class StreamingTranslation(StreamingContext):
         """Translate the query's nodes in graph order; judges follow each node's rule. A
         query with a `transformWithState` starts with `STATE_STORE` (as each
         translator declares it builds one: `streaming(kind, state_store=...)`)."""
+        self.seal()
         for node in self.nodes:
             if node.id not in self.selected:
                 continue
@@ -119,49 +119,49 @@ class StreamingTranslation(StreamingContext):
             translate = STREAMING_TRANSLATORS[type(node.transform)]
             if node.id in self.staged:
                 translate = restamp
-            inputs = [self.frames[i] for i in node.inputs if i in self.frames]
-            origins = frozenset().union(*(self.origins.get(i, frozenset()) for i in node.inputs))
-            self.origins[node.id] = origins | ({node.id} if node.rule.own else frozenset())
+            inputs = [self._frames[i] for i in node.inputs if i in self._frames]
+            origins = frozenset().union(*(self._origins.get(i, frozenset()) for i in node.inputs))
+            self._origins[node.id] = origins | ({node.id} if node.rule.own else frozenset())
             with translating(node):
                 made = translate(self, node, inputs)
             if needs_state_store(self, node):
-                self.keyed_state.add(node.id)
+                self._keyed_state.add(node.id)
             if not isinstance(made, Made):
                 made = Made(made)
             if made.counts_as is not None:
-                self.counted_as[Observation("n", node.id)] = made.counts_as
+                self._counted_as[Observation("n", node.id)] = made.counts_as
             if made.policy is not None:
                 self._merge_policy(node, made.policy)
-            self.made[node.id] = made
+            self._made[node.id] = made
             frame = made.frame
             counts_from_input = COUNTS_FROM_INPUT.get(type(node.transform))
             if counts_from_input is not None and node.inputs[0] not in self.staged:
                 derive = counts_from_input(node, self.nodes[node.inputs[0]])
                 if derive is not None:
-                    self.derived[node.id] = derive
+                    self._derived[node.id] = derive
             if node.id not in self.staged | self.counted_inside | set(self.derived):
                 frame = observed(node, frame)  # else counted elsewhere
             if node.id in self.marked_sources:  # for its other readers, without the marks
-                self.marked[node.id] = frame
+                self._marked[node.id] = frame
                 frame = frame.select(*node.info.schema.names)
-            self.frames[node.id] = frame
-            meets = len(node.inputs) > 1 and len(self.origins[node.id]) > 1
-            self.judges[node.id] = derive_judges(
-                node, [self.judges.get(i, {}) for i in node.inputs], meets
+            self._frames[node.id] = frame
+            meets = len(node.inputs) > 1 and len(self._origins[node.id]) > 1
+            self._judges[node.id] = MappingProxyType(
+                derive_judges(node, [self._judges.get(i, {}) for i in node.inputs], meets)
             )
-        if self.keyed_state:
-            self.settings[STATE_STORE[0]] = STATE_STORE[1]
-            self.settings[CHANGELOG[0]] = CHANGELOG[1]
+        if self._keyed_state:
+            self._settings[STATE_STORE[0]] = STATE_STORE[1]
+            self._settings[CHANGELOG[0]] = CHANGELOG[1]
 
     def _merge_policy(self, node: Node, policy: str) -> None:
         """Note that watermarks of several `WithWatermark`s meet at `node` under `policy`:
         Spark keeps one watermark per query, so all such merges have one policy
         (`plan.merges.refuse_policies_meet`)."""
-        chosen = self.settings.get(MAX_POLICY[0], "min")
-        assert not self.policies or policy == chosen, f"{node.label}: policies meet"
-        self.policies.add(node.id)
+        chosen = self._settings.get(MAX_POLICY[0], "min")
+        assert not self._policies or policy == chosen, f"{node.label}: policies meet"
+        self._policies.add(node.id)
         if policy == "max":
-            self.settings[MAX_POLICY[0]] = MAX_POLICY[1]
+            self._settings[MAX_POLICY[0]] = MAX_POLICY[1]
 
     def channel(self, name: str) -> Channel:
         return self.feed.channels[name]

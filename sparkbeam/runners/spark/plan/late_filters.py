@@ -14,6 +14,7 @@ import enum
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from sparkbeam.graph import Node
 from sparkbeam.paths import is_local, local_path
@@ -190,4 +191,4 @@ def late_filters(nodes: Sequence[Node], query: Query) -> LateFilters:
     for node_id in stateful_ids:
         filters[node_id] = LateFilter(stateful)
     merges = Strategy.CURRENT if query.production else Strategy.DEDUP
-    return LateFilters(dict(sorted(filters.items())), merges, one_watermark)
+    return LateFilters(MappingProxyType(dict(sorted(filters.items()))), merges, one_watermark)

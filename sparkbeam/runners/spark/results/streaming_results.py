@@ -5,7 +5,7 @@ collected PCollection, run when first asked for.
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
@@ -385,10 +385,10 @@ class SparkStreamingResult(ResultViews):
             missing -= reach.pop(best)
         return chosen
 
-    def _observed(self) -> tuple[dict[str, int], dict[int, tuple[int, dict[str, Judge]]]]:
+    def _observed(self) -> tuple[dict[str, int], dict[int, tuple[int, Mapping[str, Judge]]]]:
         """Each node's observed counts and Spark watermark, from the first query that ran it."""
         counts: dict[str, int] = {}
-        marks: dict[int, tuple[int, dict[str, Judge]]] = {}
+        marks: dict[int, tuple[int, Mapping[str, Judge]]] = {}
         for run in [*self.sinks.values(), *self.runs.values()]:
             metrics = run.metrics
             watermarks = run.watermarks()

@@ -53,8 +53,10 @@ from sparkbeam.runners.spark.plan.phases import (
     TRANSLATED,
     refuse_untranslated,
 )
+from sparkbeam.runners.spark.plan.streaming_query import QueryPlan
 from sparkbeam.runners.spark.session.engine_errors import spark_errors
 from sparkbeam.runners.spark.translate.observed import Derive
+from sparkbeam.runners.spark.translate.views import ReadOnlyMapping, ReadOnlySet, Sealed
 from sparkbeam.schema import INT64_MIN, Schema
 from sparkbeam.transforms.windows import bounds_of
 
@@ -101,19 +103,28 @@ def translates(kind: type) -> Callable[[BatchEntry], BatchEntry]:
     return register
 
 
-class Translation:
-    """The DataFrame of every node of a pipeline, built in graph order."""
+class Translation(Sealed):
+    """The DataFrame of every node of a pipeline, built in graph order.
+
+    A translator reads it read-only (`views`): the loop (`run`) records what each made."""
 
     def __init__(self, spark: SparkSession, nodes: Sequence[Node]) -> None:
         self.spark = spark
-        self.nodes = nodes
-        self.frames: dict[int, DataFrame] = {}
-        self.invalid: dict[int, DataFrame] = {}
+        self.nodes: Sequence[Node] = tuple(nodes)
+        self._frames: dict[int, DataFrame] = {}
+        self.frames: Mapping[int, DataFrame] = ReadOnlyMapping("frames", self._frames)
+        self._invalid: dict[int, DataFrame] = {}
+        self.invalid: Mapping[int, DataFrame] = ReadOnlyMapping("invalid", self._invalid)
         """For each `WithWatermark`: its input rows whose event time is `None`."""
-        self.writes: list[tuple[Node, DataFrame]] = []
-        """The sinks (`WriteFiles`, `ForEachBatch`), written when the pipeline runs."""
-        self.made: dict[int, Made] = {}
+        self._writes: list[tuple[Node, DataFrame]] = []
+        self._made: dict[int, Made] = {}
+        self.made: Mapping[int, Made] = ReadOnlyMapping("made", self._made)
         """What each node's translator made (`Made`)."""
+
+    @property
+    def writes(self) -> tuple[tuple[Node, DataFrame], ...]:
+        """The sinks (`WriteFiles`, `ForEachBatch`), written when the pipeline runs."""
+        return tuple(self._writes)
 
     def window_bounds(self, kind: type) -> tuple[int, int, str]:
         """The least and greatest window bound a time column of type `kind` holds here, and
@@ -123,21 +134,22 @@ class Translation:
     def run(self) -> None:
         """Translate the nodes in graph order; each translator reads the translation and
         returns what it made, which is recorded here."""
+        self.seal()
         for node in self.nodes:
             refuse_untranslated([node], TRANSLATED, "bounded")  # the plan's
             translate = TRANSLATORS[type(node.transform)]
             require_spark_types(node.info.schema, node.label, node.transform)
-            inputs = [self.frames[i] for i in node.inputs]
+            inputs = [self._frames[i] for i in node.inputs]
             with translating(node):
                 made = translate(self, node, inputs)
             if not isinstance(made, Made):
                 made = Made(made)
-            self.made[node.id] = made
-            self.frames[node.id] = made.frame
+            self._made[node.id] = made
+            self._frames[node.id] = made.frame
             if made.invalid is not None:
-                self.invalid[node.id] = made.invalid
+                self._invalid[node.id] = made.invalid
             if made.written:
-                self.writes.append((node, made.frame))
+                self._writes.append((node, made.frame))
 
 
 @contextlib.contextmanager
@@ -164,35 +176,73 @@ def require_time(frame: DataFrame, column: str, label: str, schema: Schema) -> D
 
 
 class StreamingContext(Translation):
-    """What a streaming translator reads of the query it is translated into, earlier nodes'
-    results included; a translator writes nothing into it and returns what it made (`Made`).
-    `execute.streaming.StreamingTranslation` builds it, opens its feed and runs it."""
+    """What a streaming translator reads of the query it is translated into: its plan
+    (`plan.streaming_query.QueryPlan`) and earlier nodes' results, read-only (`views`); a
+    translator writes nothing into it and returns what it made (`Made`), which the loop
+    records. `execute.streaming.StreamingTranslation` builds it, opens its feed and runs it."""
 
-    live: bool
-    """Whether `ReadFiles(streaming=True)` is Spark's own file source (a production run)
-    rather than replayed epoch by epoch (`collect`)."""
-    staged: frozenset[int]
-    """`WithWatermark`s computed by an earlier stage: read their output instead."""
-    staged_paths: Mapping[int, str]
-    """Live merges: where a stage query writes each staged node's rows (its file sink),
-    read as a file stream instead of a channel of the feed (`execute.live_merges`)."""
-    late_filters: LateFilters
-    """How each `WithWatermark` and merge of the query drops late rows (the plan's)."""
-    epoch_marks: Mapping[int, tuple[int, str]]
-    """`WithWatermark`s the runner feeds straight from a replayed source: the source and
-    the column of its epoch files that holds the watermark (`exact.late_filter`)."""
-    marked_sources: frozenset[int]
-    """The sources of `epoch_marks`."""
-    counts_source: Mapping[int, int]
-    """Sources a `WithWatermark` in `epoch_marks` counts (`n_<id>`) with its own input, in
-    one observation: the first that reads each."""
-    marked: dict[int, DataFrame]
-    """A source's frame with its epoch watermarks (`epoch_marks`), before they are
-    dropped for its other readers."""
-    judges: dict[int, dict[str, Judge]]
-    """Each translated node's judge per watermarked column."""
-    origins: dict[int, frozenset[int]]
-    """For each node, the `WithWatermark` nodes its watermarks come from."""
+    def __init__(self, spark: SparkSession, nodes: Sequence[Node], plan: QueryPlan) -> None:
+        super().__init__(spark, nodes)
+        self.plan = plan
+        self._judges: dict[int, Mapping[str, Judge]] = {}
+        self.judges: Mapping[int, Mapping[str, Judge]] = ReadOnlyMapping("judges", self._judges)
+        """Each translated node's judge per watermarked column."""
+        self._origins: dict[int, frozenset[int]] = {}
+        self.origins: Mapping[int, frozenset[int]] = ReadOnlyMapping("origins", self._origins)
+        """For each node, the `WithWatermark` nodes its watermarks come from."""
+        self._marked: dict[int, DataFrame] = {}
+        self.marked: Mapping[int, DataFrame] = ReadOnlyMapping("marked", self._marked)
+        """A source's frame with its epoch watermarks (`epoch_marks`), before they are
+        dropped for its other readers."""
+
+    @property
+    def live(self) -> bool:
+        """Whether `ReadFiles(streaming=True)` is Spark's own file source (a production run)
+        rather than replayed epoch by epoch (`collect`)."""
+        return self.plan.live
+
+    @property
+    def selected(self) -> frozenset[int]:
+        """The nodes the query runs."""
+        return ReadOnlySet(self.plan.selected)
+
+    @property
+    def staged(self) -> frozenset[int]:
+        """`WithWatermark`s computed by an earlier stage: read their output instead."""
+        return ReadOnlySet(self.plan.staged)
+
+    @property
+    def staged_paths(self) -> Mapping[int, str]:
+        """Live merges: where a stage query writes each staged node's rows (its file sink),
+        read as a file stream instead of a channel of the feed (`execute.live_merges`)."""
+        return ReadOnlyMapping("staged_paths", self.plan.staged_paths)
+
+    @property
+    def late_filters(self) -> LateFilters:
+        """How each `WithWatermark` and merge of the query drops late rows (the plan's)."""
+        return self.plan.late_filters
+
+    @property
+    def epoch_marks(self) -> Mapping[int, tuple[int, str]]:
+        """`WithWatermark`s the runner feeds straight from a replayed source: the source and
+        the column of its epoch files that holds the watermark (`exact.late_filter`)."""
+        return ReadOnlyMapping("epoch_marks", self.plan.epoch_marks)
+
+    @property
+    def marked_sources(self) -> frozenset[int]:
+        """The sources of `epoch_marks`."""
+        return ReadOnlySet(self.plan.marked_sources)
+
+    @property
+    def counts_source(self) -> Mapping[int, int]:
+        """Sources a `WithWatermark` in `epoch_marks` counts (`n_<id>`) with its own input, in
+        one observation: the first that reads each."""
+        return ReadOnlyMapping("counts_source", self.plan.counts_source)
+
+    @property
+    def counted_inside(self) -> frozenset[int]:
+        """Nodes counted by another's observation, not by one of their own (`observed`)."""
+        return ReadOnlySet(self.plan.counted_inside)
 
     def window_bounds(self, kind: type) -> tuple[int, int, str]:
         """On an integer column, a window or session ends at most at the latest event time the
@@ -202,7 +252,7 @@ class StreamingContext(Translation):
             return super().window_bounds(kind)
         return INT64_MIN, INT_TIME_RANGE[1], INT_WINDOW_OUTSIDE
 
-    def input_judges(self, node: Node, port: int = 0) -> dict[str, Judge]:
+    def input_judges(self, node: Node, port: int = 0) -> Mapping[str, Judge]:
         return self.judges[node.inputs[port]]
 
     def exact_judge(self, node: Node, column: str, port: int = 0) -> Judge:

@@ -292,7 +292,7 @@ def judged_sides(
     node: Node,
     left: DataFrame,
     right: DataFrame,
-    judges: list[dict[str, Judge]],
+    judges: list[Mapping[str, Judge]],
     window_keys: Sequence[str],
 ) -> tuple[DataFrame, DataFrame, DataFrame]:
     """A join's sides under `policy="max"` or with an idle input: the rows not below Spark's

@@ -52,7 +52,7 @@ def observed_fields(metric: Any) -> dict[str, Any]:
 
 
 def streaming_watermarks(
-    node: Node, counts: Mapping[str, int], mark: tuple[int, dict[str, Judge]] | None
+    node: Node, counts: Mapping[str, int], mark: tuple[int, Mapping[str, Judge]] | None
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """A node's watermark and lag per column from Spark's watermark `mark` (ms) and judges."""
     if mark is None:
