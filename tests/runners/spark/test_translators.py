@@ -19,6 +19,7 @@ from sparkbeam.runners.spark.translate import families
 from sparkbeam.runners.spark.translate.context import Made, StreamingContext, Translation
 from sparkbeam.runners.spark.translate.families import STREAMING_TRANSLATORS, TRANSLATORS
 from sparkbeam.runners.spark.translate.views import TranslationWrite
+from sparkbeam.runners.spark.translate.watermark import restamp
 from sparkbeam.transforms.elementwise import Map
 from sparkbeam.transforms.sources import Create
 
@@ -53,7 +54,7 @@ def _writes(function: ast.FunctionDef) -> Iterator[str]:
 
 
 def _registered() -> list[Callable[..., object]]:
-    entries = list(TRANSLATORS.values()) + list(STREAMING_TRANSLATORS.values())
+    entries = list(TRANSLATORS.values()) + list(STREAMING_TRANSLATORS.values()) + [restamp]
     return list({id(entry): entry for entry in entries}.values())
 
 
@@ -65,6 +66,13 @@ def test_a_translator_writes_nothing_into_the_translation(entry: Callable[..., o
         if isinstance(node, ast.FunctionDef)
     )
     assert list(_writes(function)) == [], f"{entry.__qualname__} writes into its translation"
+
+
+@pytest.mark.parametrize("entry", _registered(), ids=lambda entry: entry.__qualname__)
+def test_a_translator_returns_what_it_made(entry: Callable[..., object]) -> None:
+    """Every translator is declared to return a `Made` (the loop refuses anything else:
+    `test_a_translator_returning_a_bare_frame_fails_clearly`)."""
+    assert inspect.signature(entry).return_annotation in ("Made", Made), entry.__qualname__
 
 
 def test_the_write_check_finds_a_write() -> None:
@@ -143,3 +151,18 @@ def test_a_translator_writing_into_the_batch_translation_fails_clearly(
     with pytest.raises(TranslationWrite, match="item 1 of 'invalid'"):
         translation.run()
     assert dict(translation.frames) == {0: "rows"}  # the loop recorded the source's
+
+
+def test_a_translator_returning_a_bare_frame_fails_clearly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def bare(translation: Translation, node: Node, inputs: object) -> str:
+        return "rows"
+
+    monkeypatch.setitem(TRANSLATORS, Create, bare)
+    p = sb.Pipeline()
+    p | "rows" >> sb.Create([{"k": "a", "t": 1}], SCHEMA)
+    translation = Translation(None, p.nodes)  # type: ignore[arg-type]
+    with pytest.raises(AssertionError, match="translator of rows returned a str, not a Made"):
+        translation.run()
+    assert dict(translation.made) == {}

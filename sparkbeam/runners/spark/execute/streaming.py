@@ -24,9 +24,9 @@ from sparkbeam.runners.spark.plan.settings import CHANGELOG, MAX_POLICY, STATE_S
 from sparkbeam.runners.spark.plan.streaming_query import query_plan
 from sparkbeam.runners.spark.session.paths import paths_of
 from sparkbeam.runners.spark.translate.context import (
-    Made,
     StreamingContext,
     needs_state_store,
+    returned,
     translating,
 )
 from sparkbeam.runners.spark.translate.families import COUNTS_FROM_INPUT, STREAMING_TRANSLATORS
@@ -123,11 +123,9 @@ class StreamingTranslation(StreamingContext):
             origins = frozenset().union(*(self._origins.get(i, frozenset()) for i in node.inputs))
             self._origins[node.id] = origins | ({node.id} if node.rule.own else frozenset())
             with translating(node):
-                made = translate(self, node, inputs)
+                made = returned(node, translate(self, node, inputs))
             if needs_state_store(self, node):
                 self._keyed_state.add(node.id)
-            if not isinstance(made, Made):
-                made = Made(made)
             if made.counts_as is not None:
                 self._counted_as[Observation("n", node.id)] = made.counts_as
             if made.policy is not None:

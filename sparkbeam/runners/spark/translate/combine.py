@@ -20,6 +20,7 @@ from sparkbeam.runners.spark.parts.arrow import spark_schema
 from sparkbeam.runners.spark.parts.python_functions import combine_groups
 from sparkbeam.runners.spark.translate import update_panes
 from sparkbeam.runners.spark.translate.context import (
+    Made,
     StreamingContext,
     Translation,
     as_streaming,
@@ -84,14 +85,12 @@ def _value_by(aggregate: ValueBy) -> Column:
 
 
 @translates(CombinePerKey)
-def combine_or_update(
-    translation: Translation, node: Node, inputs: Sequence[DataFrame]
-) -> DataFrame:
+def combine_or_update(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> Made:
     """Each group's aggregate; with `emit="update"`, its pane rows (`update_panes`)."""
     aggregated = combine_per_key(translation, node, inputs)
     if not isinstance(node.transform, CombinePerKey) or not node.transform.updates:
-        return aggregated
-    return update_panes.pane_rows(translation.nodes, translation.frames, node, aggregated)
+        return Made(aggregated)
+    return Made(update_panes.pane_rows(translation.nodes, translation.frames, node, aggregated))
 
 
 def combine_per_key(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
@@ -150,7 +149,7 @@ def _keyed_combine(run: StreamingContext, node: Node) -> bool:
 @streaming(CombinePerKey, state_store=_keyed_combine)
 def streaming_combine_per_key(
     translation: Translation, node: Node, inputs: Sequence[DataFrame]
-) -> DataFrame:
+) -> Made:
     run = as_streaming(translation)
     transform = node.transform
     assert isinstance(transform, CombinePerKey)
@@ -158,33 +157,33 @@ def streaming_combine_per_key(
     if transform.updates:  # every watermarked key judges its groups (`update_groups`)
         judges = [run.exact_judge(node, k)(F.col(k)) for k in watermarked]
         in_schema = run.nodes[node.inputs[0]].info.schema
-        return update_stream(inputs[0], run.nodes, node, judges, in_schema)
+        return Made(update_stream(inputs[0], run.nodes, node, judges, in_schema))
     if _with_session(run, node):
-        return session_then_combine(run, run.nodes[node.inputs[0]], node)
+        return Made(session_then_combine(run, run.nodes[node.inputs[0]], node))
     keyed = [run.exact_judge(node, k)(F.col(k)) for k in exact or watermarked[:1]]
     frame = stateful(inputs[0], keyed)
     if _python_aggregates(transform):
         in_schema = run.nodes[node.inputs[0]].info.schema
-        return combine_stream(
-            frame,
-            in_schema,
-            node.info.schema,
-            transform.keys,
-            transform.aggregates,
-            JUDGE,
-            node.label,
+        return Made(
+            combine_stream(
+                frame,
+                in_schema,
+                node.info.schema,
+                transform.keys,
+                transform.aggregates,
+                JUDGE,
+                node.label,
+            )
         )
     aggregates = [_aggregate(a, streaming=True).alias(name) for name, a in transform.aggregates]
-    return frame.groupBy(*transform.keys, JUDGE).agg(*aggregates).drop(JUDGE)
+    return Made(frame.groupBy(*transform.keys, JUDGE).agg(*aggregates).drop(JUDGE))
 
 
 @translates(Finals)
-def finals(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
-    return update_panes.finals(inputs[0])
+def finals(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> Made:
+    return Made(update_panes.finals(inputs[0]))
 
 
 @streaming(Finals)
-def streaming_finals(
-    translation: Translation, node: Node, inputs: Sequence[DataFrame]
-) -> DataFrame:
-    return update_finals(inputs[0], node)
+def streaming_finals(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> Made:
+    return Made(update_finals(inputs[0], node))

@@ -23,10 +23,10 @@ and the rows are those the direct runner gives.
 
 On unbounded input a streaming translator reads the query it is translated into
 (`StreamingContext`, built and run by `execute.streaming.StreamingTranslation`) and returns
-the DataFrame it made and, through `Made`, what else it produced (its late rows, its rows
+what it made, `Made`: its DataFrame and what else it produced (its late rows, its rows
 before the late-row filter); judges come from each node's watermark rule
-(`exact.judges.derive_judges`).
-"""
+(`exact.judges.derive_judges`). Every translator, bounded or not, returns a `Made`, and none
+writes into the translation it reads: the loop records what each made (`views`)."""
 
 from __future__ import annotations
 
@@ -63,8 +63,8 @@ from sparkbeam.transforms.windows import bounds_of
 
 @dataclass(frozen=True)
 class Made:
-    """What a translator made for its node, besides its DataFrame (a translator that makes
-    nothing else may return the DataFrame alone)."""
+    """What a translator made for its node: its DataFrame and what else it made. Every
+    translator returns one (`returned` checks it)."""
 
     frame: DataFrame
     judged: DataFrame | None = None
@@ -84,7 +84,18 @@ class Made:
     `WithWatermark`'s output (`n_<id>`) is what its late-row filter passed (`out_<id>`)."""
 
 
-Translator = Callable[["Translation", Node, Sequence[DataFrame]], DataFrame | Made]
+def returned(node: Node, made: object) -> Made:
+    """What the translator of `node` returned, which must be a `Made` (else an
+    `AssertionError` naming it: a bug of sparkbeam's, never taken for the pipeline's)."""
+    if not isinstance(made, Made):
+        raise AssertionError(
+            f"the translator of {node.label} returned a {type(made).__name__}, not a Made: a "
+            "translator returns what it made as a Made (its DataFrame alone: Made(frame))"
+        )
+    return made
+
+
+Translator = Callable[["Translation", Node, Sequence[DataFrame]], Made]
 
 TRANSLATORS: dict[type, Translator] = {}
 
@@ -141,9 +152,7 @@ class Translation(Sealed):
             require_spark_types(node.info.schema, node.label, node.transform)
             inputs = [self._frames[i] for i in node.inputs]
             with translating(node):
-                made = translate(self, node, inputs)
-            if not isinstance(made, Made):
-                made = Made(made)
+                made = returned(node, translate(self, node, inputs))
             self._made[node.id] = made
             self._frames[node.id] = made.frame
             if made.invalid is not None:
@@ -270,7 +279,7 @@ class StreamingContext(Translation):
         raise NotImplementedError
 
 
-StreamingTranslator = Callable[[StreamingContext, Node, Sequence[DataFrame]], DataFrame | Made]
+StreamingTranslator = Callable[[StreamingContext, Node, Sequence[DataFrame]], Made]
 
 STREAMING_TRANSLATORS: dict[type, StreamingTranslator] = {}
 """Each kind's translator on unbounded input (a stateless kind's is its batch one)."""

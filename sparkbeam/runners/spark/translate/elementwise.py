@@ -17,6 +17,7 @@ from sparkbeam.runners.spark.parts.python_functions import (
     map_batches,
 )
 from sparkbeam.runners.spark.translate.context import (
+    Made,
     Translation,
     input_schema,
     streaming,
@@ -29,27 +30,27 @@ from sparkbeam.transforms.flat import FlatMap
 
 @streaming(Map)
 @translates(Map)
-def map_rows(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+def map_rows(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> Made:
     transform = node.transform
     assert isinstance(transform, Map)
     in_schema, out_schema = input_schema(translation, node), node.info.schema
     function = map_batches(transform.fn, in_schema, out_schema, node.label, transform.keeps)
-    return inputs[0].mapInArrow(function, spark_schema(out_schema, node.label))
+    return Made(inputs[0].mapInArrow(function, spark_schema(out_schema, node.label)))
 
 
 @streaming(FlatMap)
 @translates(FlatMap)
-def flat_map_rows(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+def flat_map_rows(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> Made:
     transform = node.transform
     assert isinstance(transform, FlatMap)
     in_schema, out_schema = input_schema(translation, node), node.info.schema
     function = flat_map_batches(transform.fn, in_schema, out_schema, node.label, transform.keeps)
-    return inputs[0].mapInArrow(function, spark_schema(out_schema, node.label))
+    return Made(inputs[0].mapInArrow(function, spark_schema(out_schema, node.label)))
 
 
 @streaming(Filter)
 @translates(Filter)
-def filter_rows(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+def filter_rows(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> Made:
     """An expression is a native `filter` (a `None` result drops the row, as the direct
     runner); a Python function runs in Spark's Python workers through Arrow."""
     transform = node.transform
@@ -57,15 +58,15 @@ def filter_rows(translation: Translation, node: Node, inputs: Sequence[DataFrame
     schema = node.info.schema
     bound = transform.bind(schema, node.label)
     if bound is not None:
-        return inputs[0].filter(Compiler(schema, node.label).column(bound))
+        return Made(inputs[0].filter(Compiler(schema, node.label).column(bound)))
     assert not isinstance(transform.predicate, Expr)
     function = filter_batches(transform.predicate, schema, node.label)
-    return inputs[0].mapInArrow(function, spark_schema(schema, node.label))
+    return Made(inputs[0].mapInArrow(function, spark_schema(schema, node.label)))
 
 
 @streaming(Select)
 @translates(Select)
-def select(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+def select(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> Made:
     """Every expression is a native Column (`runners.spark.expressions`)."""
     transform = node.transform
     assert isinstance(transform, Select)
@@ -74,4 +75,4 @@ def select(translation: Translation, node: Node, inputs: Sequence[DataFrame]) ->
     columns = [
         compiler.column(bound).alias(name) for name, bound in transform.bind(schema, node.label)
     ]
-    return inputs[0].select(*columns)
+    return Made(inputs[0].select(*columns))

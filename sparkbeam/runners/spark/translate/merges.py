@@ -46,12 +46,12 @@ from sparkbeam.transforms.union import Union
 
 
 @translates(Union)
-def union(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
-    return functools.reduce(DataFrame.unionByName, inputs)
+def union(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> Made:
+    return Made(functools.reduce(DataFrame.unionByName, inputs))
 
 
 @translates(Join)
-def join(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+def join(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> Made:
     transform = node.transform
     assert isinstance(transform, Join)
     left_schema, right_schema = (input_schema(translation, node, i) for i in (0, 1))
@@ -70,7 +70,7 @@ def join(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> D
         )
     how = {"inner": "inner", "left": "left_outer", "right": "right_outer", "full": "full_outer"}
     joined = left.join(right, condition, how[transform.how])
-    return joined.select(*join_output(transform, left_schema, right_schema, node.label))
+    return Made(joined.select(*join_output(transform, left_schema, right_schema, node.label)))
 
 
 def join_output(transform: Join, left: Schema, right: Schema, label: str) -> list[Column]:
@@ -218,7 +218,7 @@ def streaming_union(translation: Translation, node: Node, inputs: Sequence[DataF
     judged against the current batch's watermark (`exact.late_filter`)."""
     run = as_streaming(translation)
     require_separable_origins(run, node)
-    merged = union(translation, node, inputs)
+    merged = union(translation, node, inputs).frame
     transform = node.transform
     assert isinstance(transform, Union)
     if len(run.origins[node.id]) < 2:

@@ -60,6 +60,7 @@ from sparkbeam.runners.spark.parts.keyed_state import (
 from sparkbeam.runners.spark.parts.python_functions import fail_when
 from sparkbeam.runners.spark.parts.units import from_units, long_literal, units
 from sparkbeam.runners.spark.translate.context import (
+    Made,
     StreamingContext,
     Translation,
     always,
@@ -92,7 +93,7 @@ def session_in_range(
 
 
 @translates(Session)
-def session(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+def session(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> Made:
     transform = node.transform
     assert isinstance(transform, Session)
     schema = input_schema(translation, node)
@@ -116,10 +117,12 @@ def session(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -
         .alias("__sparkbeam_session"),
     )
     whole = Window.partitionBy(*keys, "__sparkbeam_session")
-    return numbered.select(
-        *[F.col(name) for name in schema.names],
-        from_units(F.min(t).over(whole), kind).alias(WINDOW_START),
-        from_units(F.max(t).over(whole) + gap, kind).alias(WINDOW_END),
+    return Made(
+        numbered.select(
+            *[F.col(name) for name in schema.names],
+            from_units(F.min(t).over(whole), kind).alias(WINDOW_START),
+            from_units(F.max(t).over(whole) + gap, kind).alias(WINDOW_END),
+        )
     )
 
 
@@ -151,9 +154,7 @@ def session_then_combine(run: StreamingContext, session: Node, node: Node) -> Da
 
 
 @streaming(Session, state_store=always)
-def streaming_session(
-    translation: Translation, node: Node, inputs: Sequence[DataFrame]
-) -> DataFrame:
+def streaming_session(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> Made:
     run = as_streaming(translation)
     transform = node.transform
     assert isinstance(transform, Session)
@@ -163,7 +164,9 @@ def streaming_session(
     bounds = run.window_bounds(schema.type_of(transform.column))
     checked = session_in_range(inputs[0], transform.column, gap, bounds, node.label, schema)
     frame = stateful(checked, [judge(F.col(transform.column))])
-    return session_stream(frame, schema, transform.column, gap, transform.keys, judge, node.label)
+    return Made(
+        session_stream(frame, schema, transform.column, gap, transform.keys, judge, node.label)
+    )
 
 
 class SessionWindows(HeldRows):

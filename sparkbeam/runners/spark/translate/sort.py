@@ -38,6 +38,7 @@ from sparkbeam.runners.spark.parts.keyed_state import (
     with_release,
 )
 from sparkbeam.runners.spark.translate.context import (
+    Made,
     Translation,
     always,
     as_streaming,
@@ -50,24 +51,24 @@ from sparkbeam.transforms.sort import Sort
 
 
 @translates(Sort)
-def sort(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+def sort(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> Made:
     transform = node.transform
     assert isinstance(transform, Sort)
     frame = require_time(inputs[0], transform.column, node.label, node.info.schema)
     if not transform.keys:
-        return frame.orderBy(transform.column)
-    return frame.repartition(*transform.keys).sortWithinPartitions(transform.column)
+        return Made(frame.orderBy(transform.column))
+    return Made(frame.repartition(*transform.keys).sortWithinPartitions(transform.column))
 
 
 @streaming(Sort, state_store=always)
-def streaming_sort(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+def streaming_sort(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> Made:
     run = as_streaming(translation)
     transform = node.transform
     assert isinstance(transform, Sort)
     judge = run.exact_judge(node, transform.column)
     frame = stateful(inputs[0], [judge(F.col(transform.column))])
     schema = node.info.schema
-    return sort_stream(frame, schema, transform.column, transform.keys, JUDGE, node.label)
+    return Made(sort_stream(frame, schema, transform.column, transform.keys, JUDGE, node.label))
 
 
 class EventTimeSort(HeldRows):

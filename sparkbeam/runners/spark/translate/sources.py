@@ -47,12 +47,12 @@ from sparkbeam.transforms.sources import Create, TestStreamSource
 
 
 @translates(Create)
-def create(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+def create(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> Made:
     assert isinstance(node.transform, Create)
     schema = node.info.schema
     columns = rows_to_columns(node.transform.rows, schema, node.label)
     table = to_arrow(columns, schema, node.label)
-    return translation.spark.createDataFrame(table, schema=spark_schema(schema, node.label))
+    return Made(translation.spark.createDataFrame(table, schema=spark_schema(schema, node.label)))
 
 
 TIMESTAMP_TEXT = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"
@@ -115,7 +115,7 @@ def nullable(frame: DataFrame) -> DataFrame:
 
 
 @translates(ReadFiles)
-def read_files(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+def read_files(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> Made:
     transform = node.transform
     assert isinstance(transform, ReadFiles)
     schema = node.info.schema
@@ -126,7 +126,7 @@ def read_files(translation: Translation, node: Node, inputs: Sequence[DataFrame]
         file_schema = files_schema(transform.format, files, schema, node.label, paths)
         reader = translation.spark.read.format(transform.format).options(**options)
         frame = reader.schema(spark_schema(file_schema, node.label)).load(transform.path)
-        return frame.select(*schema.names)
+        return Made(frame.select(*schema.names))
     by_file = nanosecond_columns(files, schema, node.label, paths, transform.schema_origin)
     groups: dict[frozenset[str], list[str]] = {}
     for file in files:
@@ -137,7 +137,7 @@ def read_files(translation: Translation, node: Node, inputs: Sequence[DataFrame]
         reader = reader.schema(read_schema(schema, nanos, node.label))
         loaded = reader.load(transform.path) if len(groups) <= 1 else reader.load(grouped)
         frames.append(exact_microseconds(loaded, nanos, grouped, node.label).select(*schema.names))
-    return functools.reduce(DataFrame.unionByName, frames)
+    return Made(functools.reduce(DataFrame.unionByName, frames))
 
 
 def files_schema(
@@ -168,7 +168,7 @@ def sink(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> M
 
 
 @translates(ReadFromSpark)
-def read_from_spark(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+def read_from_spark(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> Made:
     transform = node.transform
     assert isinstance(transform, ReadFromSpark)
     spark = translation.spark
@@ -184,7 +184,7 @@ def read_from_spark(translation: Translation, node: Node, inputs: Sequence[DataF
             f"{dict(transform.options)}; check the options, and that the connector's package is "
             f"on Spark's classpath (spark.jars.packages). Spark: {str(exc).strip()[:400]}"
         ) from None
-    return connector_frame(loaded, node)
+    return Made(connector_frame(loaded, node))
 
 
 def connector_frame(loaded: DataFrame, node: Node) -> DataFrame:
@@ -272,21 +272,21 @@ def staged_rows(spark: SparkSession, node: Node, path: str) -> DataFrame:
 @streaming(TestStreamSource)
 @streaming(Create)
 @streaming(ReadFiles)
-def epoch_source(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+def epoch_source(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> Made:
     """A source's channel; its rows are read only when the query runs (`source_epochs`)."""
     run = as_streaming(translation)
     if node.id in run.marked_sources and not is_replayed(node, run.live):
         readers = [(run.nodes[i], m) for i, (s, m) in run.epoch_marks.items() if s == node.id]
-        return footer_files(run.spark, node, readers)
+        return Made(footer_files(run.spark, node, readers))
     if not is_replayed(node, run.live):
-        return live_files(run.spark, node)
-    return run.frame(ChannelKey("source", node.id).name())
+        return Made(live_files(run.spark, node))
+    return Made(run.frame(ChannelKey("source", node.id).name()))
 
 
 @streaming(ReadFromSpark)
 def streaming_read_from_spark(
     translation: Translation, node: Node, inputs: Sequence[DataFrame]
-) -> DataFrame:
+) -> Made:
     transform = node.transform
     assert isinstance(transform, ReadFromSpark)
     if transform.bounded:

@@ -63,16 +63,16 @@ def with_watermark(translation: Translation, node: Node, inputs: Sequence[DataFr
 
 
 @translates(DroppedRows)
-def dropped_rows(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+def dropped_rows(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> Made:
     """Late rows: none in a batch job (one epoch: every row is judged before any watermark,
     at a `WithWatermark`, `Union` or `Join` alike). Invalid rows: the `WithWatermark`'s
     input rows with no event time."""
     transform = node.transform
     assert isinstance(transform, DroppedRows)
     if transform.kind == INVALID:
-        return translation.invalid[node.inputs[0]]
+        return Made(translation.invalid[node.inputs[0]])
     schema = spark_schema(node.info.schema, node.label)
-    return translation.spark.createDataFrame([], schema=schema)
+    return Made(translation.spark.createDataFrame([], schema=schema))
 
 
 def _current_filter(run: StreamingContext, node: Node) -> bool:
@@ -204,15 +204,17 @@ def _held_time(time: Column, kind: type, label: str, schema: Schema) -> Column:
     return fail_when(outside, held, label, schema, INT_TIME_OUTSIDE)
 
 
-def restamp(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+def restamp(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> Made:
     """A `WithWatermark` an earlier stage ran: its surviving rows, with the same watermark."""
     run = as_streaming(translation)
     path = run.staged_paths.get(node.id)
     if path is not None:  # a live stage's file sink (`live_merges`)
         rows = staged_rows(run.spark, node, path)
-        return _declare_watermark(run, node, rows, counted=False)
-    return _declare_watermark(
-        run, node, run.frame(ChannelKey("staged", node.id).name()), counted=False
+        return Made(_declare_watermark(run, node, rows, counted=False))
+    return Made(
+        _declare_watermark(
+            run, node, run.frame(ChannelKey("staged", node.id).name()), counted=False
+        )
     )
 
 
@@ -228,7 +230,7 @@ def _judges_late_rows(run: StreamingContext, node: Node) -> bool:
 @streaming(DroppedRows, state_store=_judges_late_rows)
 def streaming_dropped_rows(
     translation: Translation, node: Node, inputs: Sequence[DataFrame]
-) -> DataFrame:
+) -> Made:
     """Invalid rows: the `WithWatermark`'s input rows with no event time. Late rows: the rows
     its filter (or a `Union`'s under `policy="max"`) drops, judged the same way."""
     run = as_streaming(translation)
@@ -239,10 +241,10 @@ def streaming_dropped_rows(
     made = run.made[source.id]
     if transform.kind == INVALID:
         assert made.invalid is not None
-        return made.invalid
+        return Made(made.invalid)
     schema = node.info.schema
     if made.late is not None:
-        return made.late
+        return Made(made.late)
     if isinstance(source.transform, WithWatermark):
         column = source.transform.column
         judge = own_judge(source.info.schema.type_of(column))
@@ -251,5 +253,7 @@ def streaming_dropped_rows(
         frame = made.judged
     else:  # policy="min" (the only policy of a Join on Spark streaming): nothing is late
         kind = spark_schema(schema, node.label)[LATE_WATERMARK].dataType
-        return inputs[0].filter(F.lit(False)).withColumn(LATE_WATERMARK, F.lit(None).cast(kind))
-    return late_against_current_watermark(frame, source.info.schema, late, schema, node.label)
+        return Made(
+            inputs[0].filter(F.lit(False)).withColumn(LATE_WATERMARK, F.lit(None).cast(kind))
+        )
+    return Made(late_against_current_watermark(frame, source.info.schema, late, schema, node.label))

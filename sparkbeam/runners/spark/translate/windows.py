@@ -15,6 +15,7 @@ from sparkbeam.runners.spark.parts.python_functions import fail_when
 from sparkbeam.runners.spark.parts.units import from_units, long_literal, units
 from sparkbeam.runners.spark.plan.keys import Observation
 from sparkbeam.runners.spark.translate.context import (
+    Made,
     Translation,
     input_schema,
     require_time,
@@ -100,7 +101,7 @@ def tumble_counts(node: Node, source: Node) -> Derive | None:
 
 @streaming(Tumble, counts_from_input=tumble_counts)
 @translates(Tumble)
-def tumble(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+def tumble(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> Made:
     transform = node.transform
     assert isinstance(transform, Tumble)
     schema = input_schema(translation, node)
@@ -117,11 +118,13 @@ def tumble(translation: Translation, node: Node, inputs: Sequence[DataFrame]) ->
     # the start once (its checks too), then both bounds from it
     started = frame.select("*", start.alias(WINDOW_START_UNITS))
     bound = F.col(WINDOW_START_UNITS)
-    return started.select(
-        "*",
-        from_units(bound, kind).alias(WINDOW_START),
-        from_units(bound + size, kind).alias(WINDOW_END),
-    ).drop(WINDOW_START_UNITS)
+    return Made(
+        started.select(
+            "*",
+            from_units(bound, kind).alias(WINDOW_START),
+            from_units(bound + size, kind).alias(WINDOW_END),
+        ).drop(WINDOW_START_UNITS)
+    )
 
 
 def _below_window_start(t: Column, offset: int, slide: Column) -> Column:
@@ -133,7 +136,7 @@ def _below_window_start(t: Column, offset: int, slide: Column) -> Column:
 
 @streaming(Hop)
 @translates(Hop)
-def hop(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> DataFrame:
+def hop(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> Made:
     transform = node.transform
     assert isinstance(transform, Hop)
     schema = input_schema(translation, node)
@@ -157,8 +160,10 @@ def hop(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> Da
         frame = require_time(frame, transform.column, node.label, schema)
     exploded = frame.select("*", start)
     begin = F.col("__sparkbeam_start")
-    return exploded.select(
-        *[F.col(name) for name in schema.names],
-        from_units(begin, kind).alias(WINDOW_START),
-        from_units(begin + size, kind).alias(WINDOW_END),
+    return Made(
+        exploded.select(
+            *[F.col(name) for name in schema.names],
+            from_units(begin, kind).alias(WINDOW_START),
+            from_units(begin + size, kind).alias(WINDOW_END),
+        )
     )
