@@ -5,13 +5,15 @@ settings follow from them (end to end: `test_state_store.py`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import sparkbeam as sb
 from sparkbeam.graph import Node
+from sparkbeam.runners.spark import translate
 from sparkbeam.runners.spark.plan.ancestry import ancestors
 from sparkbeam.runners.spark.plan.late_filters import LateFilters, Query, late_filters
 from sparkbeam.runners.spark.translate.context import needs_state_store
-from sparkbeam.runners.spark.translate.families import STATE_STORE_NEEDS
+from sparkbeam.runners.spark.translate.families import STATE_STORE_NEEDS, STREAMING_TRANSLATORS
 from sparkbeam.transforms.sort import Sort
 from sparkbeam.transforms.windows import Session
 
@@ -88,3 +90,17 @@ def test_a_filter_judging_by_the_current_watermark_needs_it() -> None:
         ("Sort", True),
     ]
     assert needing(p, twice) == ["Sort", "Sort"]
+
+
+def test_needs_come_from_declarations_alone() -> None:
+    """Whether a query needs the state store is read from its kinds' declared needs, each
+    of a kind with a streaming translator, never recorded while translating (no context
+    variable in the Spark runner)."""
+    assert set(STATE_STORE_NEEDS) <= set(STREAMING_TRANSLATORS)
+    runner = Path(translate.__file__).parent.parent
+    recording = [
+        path.relative_to(runner).as_posix()
+        for path in sorted(runner.rglob("*.py"))
+        if "ContextVar" in path.read_text()
+    ]
+    assert recording == []
