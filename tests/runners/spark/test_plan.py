@@ -296,8 +296,9 @@ def live_merge(p: sb.Pipeline) -> None:
 
 
 def update_live_source(p: sb.Pipeline) -> None:
-    """Update mode over one live source, and after a merge of replayed sources."""
-    windows = live(p, "a").with_watermark("t", 0).tumble("t", 10)
+    """Update mode over one live source (`idle_after` changes nothing where no watermarks
+    meet), and after a merge of replayed sources."""
+    windows = live(p, "a").with_watermark("t", 0, idle_after=1).tumble("t", 10)
     windows.combine_per_key(["window_start"], emit="update", n=sb.Count()).for_each_batch(ignore)
     a, b = two_watermarked(p)
     merged = a.union(b).tumble("t", 10)
