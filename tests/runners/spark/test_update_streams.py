@@ -2,7 +2,8 @@
 epoch by epoch, over replayed sources: each epoch's step-1 rows (one per group it touched)
 before its step-2 rows (the groups the watermark passed), with `allowed_lateness` too.
 
-The streams run side by side in one module fixture (`spark_runs`); each test compares one.
+The streams, and the property test's fixed examples, run side by side in one module fixture
+(`spark_runs`); each test compares one.
 """
 
 from __future__ import annotations
@@ -169,6 +170,8 @@ def run(build: Callable[[sb.Pipeline], Outputs], runner: Any) -> ByEpoch:
 
 @pytest.fixture(scope="module")
 def spark_runs(spark_runner: Any) -> dict[str, ByEpoch | BaseException]:
+    """Each of `STREAMS` and `FIXED_EXAMPLES` run on Spark, side by side: its rows by epoch,
+    or the error it raised."""
     builds = {**STREAMS, **{name: random_updates(*drawn) for name, drawn in FIXED_EXAMPLES.items()}}
     return side_by_side(
         {name: functools.partial(run, build, spark_runner) for name, build in builds.items()}
