@@ -282,6 +282,17 @@ DIRECT_ROWS: dict[str, list[list[dict[str, Any]]]] = {
             {"window_start": 10, "n": 2, **pane("ON_TIME", 1, True)},
         ]
     ],
+    '`CombinePerKey(emit="update")` after a `Union` or `Join` of two `WithWatermark`s': [
+        [
+            # epoch 0: a's 1 and 6, b's 2, the merged watermark min(6, 2) = 2; epoch 1: a's 12
+            # (its 4 is late: a's watermark is 6) and b's 11, the watermark min(12, 11) = 11
+            # passes window 0; the end of input closes window 10
+            {"window_start": 0, "n": 3, **pane("EARLY", 0, False)},
+            {"window_start": 10, "n": 2, **pane("EARLY", 0, False)},
+            {"window_start": 0, "n": 3, **pane("ON_TIME", 1, True)},
+            {"window_start": 10, "n": 2, **pane("ON_TIME", 1, True)},
+        ]
+    ],
     (
         '`CombinePerKey(emit="update")` downstream of a `Session` (or a `Sort`, a '
         "`CombinePerKey`, an outer `Join`)"

@@ -230,6 +230,13 @@ def update_lateness_apart(p: sb.Pipeline, mode: Mode) -> list[sb.PCollection]:
     return [windows.combine_per_key(["window_start"], emit="update", n=sb.Count())]
 
 
+def update_after_merge(p: sb.Pipeline, mode: Mode) -> list[sb.PCollection]:
+    """Early results of the windows of a Union of two `WithWatermark`s."""
+    a, b = two_watermarked(p, mode)
+    windows = a.union(b).tumble("t", 10)
+    return [windows.combine_per_key(["window_start"], emit="update", n=sb.Count())]
+
+
 def update_after_session(p: sb.Pipeline, mode: Mode) -> list[sb.PCollection]:
     """A running count of each key's sessions' rows: the sessions still open when the
     input ends reach it only then."""
@@ -592,6 +599,11 @@ FEATURES: tuple[Feature, ...] = (
             streaming=Refused(S.UPDATE_LATENESS_APART),
             live=Refused(S.UPDATE_LATENESS_APART),
         ),
+    ),
+    Feature(
+        '`CombinePerKey(emit="update")` after a `Union` or `Join` of two `WithWatermark`s',
+        update_after_merge,
+        _outcomes(live=Refused(S.UPDATE_LIVE_MERGE)),
     ),
     Feature(
         '`CombinePerKey(emit="update")` downstream of a `Session` (or a `Sort`, a '

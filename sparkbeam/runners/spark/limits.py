@@ -270,6 +270,21 @@ UPDATE_AFTER_HELD_ROWS = Refusal(
     "or run the pipeline on the direct runner",
 )
 
+UPDATE_LIVE_MERGE = Refusal(
+    name="update-live-merge",
+    refused='`CombinePerKey(emit="update")` downstream of a `Union` or `Join` where watermarks '
+    "of different `WithWatermark`s meet, over live sources",
+    modes=(LIVE,),
+    reason="an update stream has one row per group an epoch touched, and over live sources "
+    "each input of {merge} runs as a query of its own: the merge's query reads what those "
+    "have written when it runs a micro-batch, one file of each input or several, so which "
+    "rows share an update, and how many updates a group gets, would depend on timing, "
+    "not on the files",
+    advice="use emit='close' here (its rows do not depend on the micro-batches), or run "
+    "the pipeline over replayed sources (TestStream, ReadFiles collected) or on the direct "
+    "runner",
+)
+
 REFUSALS = (
     NO_TRANSLATION,
     EMIT_EVENT,
@@ -277,6 +292,7 @@ REFUSALS = (
     UPDATE_LATENESS_APART,
     UPDATE_HELD_KEY,
     UPDATE_AFTER_HELD_ROWS,
+    UPDATE_LIVE_MERGE,
     OBJECT_COLUMN,
     PARQUET_UINT64,
     PARQUET_LIVE_NANOSECONDS,

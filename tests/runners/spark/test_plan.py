@@ -177,6 +177,19 @@ def idle_live_merge(p: sb.Pipeline) -> None:
     a.union(b).for_each_batch(ignore)
 
 
+def update_live_merge(p: sb.Pipeline) -> None:
+    a = live(p, "a").with_watermark("t", 0)
+    windows = a.union(live(p, "b").with_watermark("t", 0)).tumble("t", 10)
+    windows.combine_per_key(["window_start"], emit="update", n=sb.Count()).for_each_batch(ignore)
+
+
+def update_live_join(p: sb.Pipeline) -> None:
+    left = live(p, "a").with_watermark("t", 0).tumble("t", 10).select("k", "window_start", a="v")
+    right = live(p, "b").with_watermark("t", 0).tumble("t", 10).select("k", "window_start", b="v")
+    joined = left.join(right, on=["k", "window_start"])
+    joined.combine_per_key(["window_start"], emit="update", n=sb.Count()).for_each_batch(ignore)
+
+
 def max_drift_live(p: sb.Pipeline) -> None:
     fast = live(p, "fast").with_watermark("t", 0, max_drift=5)
     fast.union(live(p, "slow").with_watermark("t", 0))
@@ -222,6 +235,8 @@ REFUSED: dict[str, tuple[Callable[[sb.Pipeline], None], Refusal]] = {
     "dropped-rows-meet": (dropped_rows_meet_sink, limits.DROPPED_ROWS_MEET),
     "live-and-replayed": (live_and_replayed, limits.LIVE_AND_REPLAYED),
     "idle-live-merge": (idle_live_merge, limits.IDLE_LIVE_MERGE),
+    "update-live-merge": (update_live_merge, limits.UPDATE_LIVE_MERGE),
+    "update-live-join": (update_live_join, limits.UPDATE_LIVE_MERGE),
     "max-drift-live": (max_drift_live, limits.MAX_DRIFT_LIVE),
     "max-drift-with-idle": (max_drift_with_idle_sink, limits.MAX_DRIFT_WITH_IDLE),
 }
@@ -280,6 +295,16 @@ def live_merge(p: sb.Pipeline) -> None:
     live(p, "a").with_watermark("t", 0).union(live(p, "b").with_watermark("t", 0))
 
 
+def update_live_source(p: sb.Pipeline) -> None:
+    """Update mode over one live source (`idle_after` changes nothing where no watermarks
+    meet), and after a merge of replayed sources."""
+    windows = live(p, "a").with_watermark("t", 0, idle_after=1).tumble("t", 10)
+    windows.combine_per_key(["window_start"], emit="update", n=sb.Count()).for_each_batch(ignore)
+    a, b = two_watermarked(p)
+    merged = a.union(b).tumble("t", 10)
+    merged.combine_per_key(["window_start"], emit="update", n=sb.Count()).for_each_batch(ignore)
+
+
 PLANNED = [
     update_mode_bounded,
     independent_union,
@@ -290,6 +315,7 @@ PLANNED = [
     window_join_max,
     late_rows_of_one,
     live_merge,
+    update_live_source,
 ]
 
 
@@ -356,6 +382,8 @@ REFUSED_NODES = {
     "dropped-rows-meet": "LateRows(WithWatermark(t))",
     "live-and-replayed": "ForEachBatch(ignore)",
     "idle-live-merge": "WithWatermark(t)_2",
+    "update-live-merge": "CombinePerKey(window_start)",
+    "update-live-join": "CombinePerKey(window_start)",
     "max-drift-live": "WithWatermark(t)",
     "max-drift-with-idle": "WithWatermark(t)",
 }

@@ -2,7 +2,8 @@
 epoch by epoch, over replayed sources: each epoch's step-1 rows (one per group it touched)
 before its step-2 rows (the groups the watermark passed), with `allowed_lateness` too.
 
-The streams run side by side in one module fixture (`spark_runs`); each test compares one.
+The streams, and the property test's fixed examples, run side by side in one module fixture
+(`spark_runs`); each test compares one.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from hypothesis import strategies as st
 
 import sparkbeam as sb
 from tests.agreement.pipelines import row_multiset
-from tests.agreement.streams import side_by_side
+from tests.agreement.streams import outcome, side_by_side
 from tests.runners.spark.drivers import ROOT, SESSION, kill_during_batch
 
 pytestmark = pytest.mark.spark
@@ -128,6 +129,19 @@ def datetimes(p: sb.Pipeline) -> Outputs:
     return {"updates": updates}
 
 
+def idle_input(p: sb.Pipeline) -> Outputs:
+    """A Union where one input goes quiet: once it is idle the merged estimate and watermark
+    are the busy input's: groups get their on-time, late and closing rows before the input ends
+    (both inputs with the same allowed lateness, as Spark needs)."""
+    quiet = (p | "quiet" >> stream_of([row(3, "q")], [], [], [])).with_watermark(
+        "t", 0, allowed_lateness=5, idle_after=1
+    )
+    busy = p | "busy" >> stream_of([row(10)], [row(14)], [row(22)], [row(17, v=2)])
+    windows = quiet.union(busy.with_watermark("t", 2, allowed_lateness=5)).tumble("t", 10)
+    updates = windows.combine_per_key(["k", "window_start"], emit="update", total=sb.Sum("v"))
+    return {"updates": updates, "finals": updates.finals()}
+
+
 STREAMS: dict[str, Callable[[sb.Pipeline], Outputs]] = {
     "tumble_sum": tumble_sum,
     "hop": hop,
@@ -135,6 +149,7 @@ STREAMS: dict[str, Callable[[sb.Pipeline], Outputs]] = {
     "born_late": born_late,
     "running": running,
     "datetimes": datetimes,
+    "idle_input": idle_input,
 }
 
 
@@ -155,8 +170,11 @@ def run(build: Callable[[sb.Pipeline], Outputs], runner: Any) -> ByEpoch:
 
 @pytest.fixture(scope="module")
 def spark_runs(spark_runner: Any) -> dict[str, ByEpoch | BaseException]:
+    """Each of `STREAMS` and `FIXED_EXAMPLES` run on Spark, side by side: its rows by epoch,
+    or the error it raised."""
+    builds = {**STREAMS, **{name: random_updates(*drawn) for name, drawn in FIXED_EXAMPLES.items()}}
     return side_by_side(
-        {name: functools.partial(run, build, spark_runner) for name, build in STREAMS.items()}
+        {name: functools.partial(run, build, spark_runner) for name, build in builds.items()}
     )
 
 
@@ -196,6 +214,29 @@ rows_of_an_epoch = st.lists(
     st.builds(row, st.integers(0, 45), st.sampled_from("ab"), st.integers(1, 9)), max_size=3
 )
 
+Example = tuple[list[Rows], int, int]
+"""The property test's epochs, delay and allowed lateness."""
+
+FIXED_EXAMPLES: dict[str, Example] = {
+    "a delay, no lateness": ([[row(1), row(15, "b")], [row(8, v=3)], [row(20, "b"), row(4)]], 3, 0),
+    # on time (estimate = max - 3) and last (watermark = max - 7) apart: window (b, 0) on time
+    # in the epoch that opens it, a late row inside the lateness (9) updates the on-time
+    # window (a, 0), one past it (8) is dropped; windows at 10 on time and last in one epoch
+    "a delay and lateness": (
+        [
+            [row(2), row(11, "b")],
+            [row(16), row(6, "b", 2)],
+            [row(9), row(8)],
+            [row(27, "b"), row(12)],
+        ],
+        3,
+        4,
+    ),
+}
+"""Under `CI=true` the property test's only examples; their Spark runs are made side by side
+with `STREAMS` (`spark_runs`). Lateness with no delay, born-late groups included, is
+`late_corrections` and `born_late` there."""
+
 
 def random_updates(
     epochs: list[Rows], delay: int, lateness: int
@@ -210,6 +251,13 @@ def random_updates(
     return build
 
 
+def fixed_examples(test: Callable[..., None]) -> Callable[..., None]:
+    """`test` with each of `FIXED_EXAMPLES` as an explicit hypothesis example."""
+    for epochs, delay, lateness in FIXED_EXAMPLES.values():
+        test = example(epochs=epochs, delay=delay, lateness=lateness)(test)
+    return test
+
+
 @settings(
     max_examples=RANDOM_EXAMPLES,
     phases=[Phase.explicit] if os.environ.get("CI") else [Phase.explicit, Phase.generate],
@@ -220,21 +268,21 @@ def random_updates(
     delay=st.sampled_from([0, 3]),
     lateness=st.sampled_from([0, 4, 10]),
 )
-@example(
-    epochs=[[row(3), row(12, "b")], [row(25), row(9, "b", 2)], [row(14), row(2)], [row(33)]],
-    delay=0,
-    lateness=10,
-)
-@example(
-    epochs=[[row(1), row(15, "b")], [row(8, v=3)], [row(20, "b"), row(4)]], delay=3, lateness=0
-)
+@fixed_examples
 def test_random_epochs_give_the_direct_runners_update_rows(
-    spark_runner: Any, epochs: list[Rows], delay: int, lateness: int
+    spark_runner: Any,
+    spark_runs: dict[str, ByEpoch | BaseException],
+    epochs: list[Rows],
+    delay: int,
+    lateness: int,
 ) -> None:
-    """Random epochs (rows out of order, some late, some inside the lateness): the Spark run
-    gives the direct run's update rows and late rows, epoch by epoch and step by step."""
+    """Random epochs and allowed lateness (rows out of order, some late, some inside the
+    lateness): the Spark run gives the direct run's update rows and late rows, epoch by
+    epoch and step by step (a fixed example's Spark run is `spark_runs`')."""
     build = random_updates(epochs, delay, lateness)
-    assert_agree(run(build, sb.DirectRunner()), run(build, spark_runner))
+    fixed = [name for name, drawn in FIXED_EXAMPLES.items() if drawn == (epochs, delay, lateness)]
+    spark = outcome(spark_runs, fixed[0]) if fixed else run(build, spark_runner)
+    assert_agree(run(build, sb.DirectRunner()), spark)
 
 
 LIVE_SCHEMA = {"k": str, "t": dt.datetime, "v": int}

@@ -84,6 +84,13 @@ file after the first reader's batch, while other final queries may not have
 read it yet, and it is best effort (files may stay when the driver does not
 stop gracefully).
 
+An update-mode `CombinePerKey` behind a live merge is refused
+(`limits.UPDATE_LIVE_MERGE`): its rows are one per group a final micro-batch
+touched, and which stage batches a final batch holds follows the timing
+(point 4; the final query may take the first file of one stage alone even
+when both are fed in step), where point 3 makes only what the watermark
+closes independent of it.
+
 `idle_after` counts epochs, which live sources do not have in common (a
 query runs a micro-batch only when its source has new data), so an idle
 input where watermarks meet is refused over live sources

@@ -22,18 +22,23 @@ def stateful_depth(nodes: Sequence[Node], selected: set[int]) -> int:
 
 def origins_meet(nodes: Sequence[Node], ancestors: set[int]) -> bool:
     """Whether watermarks of different `WithWatermark`s meet at a Union or Join."""
+    return first_meeting(nodes, ancestors) is not None
+
+
+def first_meeting(nodes: Sequence[Node], ancestors: set[int]) -> int | None:
+    """The first Union or Join among `ancestors` where watermarks of different
+    `WithWatermark`s meet (None: nowhere)."""
     origins: dict[int, frozenset[int]] = {}
-    meet = False
     for node_id in sorted(ancestors):
         node = nodes[node_id]
         inputs = [origins[i] for i in node.inputs]
+        if len({o for o in inputs if o}) > 1:
+            return node_id
         mine = frozenset().union(*inputs)
         if isinstance(node.transform, WithWatermark):
             mine = mine | {node_id}
-        if len({o for o in inputs if o}) > 1:
-            meet = True
         origins[node_id] = mine
-    return meet
+    return None
 
 
 def ancestors(nodes: Sequence[Node], target: Node, stop: set[int] | None = None) -> set[int]:

@@ -139,6 +139,7 @@ DECIDED = (
     limits.UPDATE_LATENESS_APART,
     limits.UPDATE_HELD_KEY,
     limits.UPDATE_AFTER_HELD_ROWS,
+    limits.UPDATE_LIVE_MERGE,
     limits.EMIT_EVENT,
     limits.IDLE_PROCESSING_TIME,
     limits.BOUNDED_READ_IN_STREAM,

@@ -15,6 +15,7 @@ from sparkbeam.graph import Node
 from sparkbeam.runners.shared.alignment import AlignmentGraph
 from sparkbeam.runners.spark import limits
 from sparkbeam.runners.spark.plan.ancestry import ancestors, origins_meet
+from sparkbeam.runners.spark.plan.updates import refuse_update_live_merge
 from sparkbeam.transforms.connectors import ReadFromSpark
 from sparkbeam.transforms.files import ReadFiles
 from sparkbeam.transforms.late import DroppedRows
@@ -55,7 +56,8 @@ def staged_origins(nodes: Sequence[Node], target: Node) -> set[int]:
 def refuse_query(nodes: Sequence[Node], target: Node, sink: bool, live: bool) -> None:
     """Refuse the queries of `target` (`sink`: written by a sink, else collected; `live`:
     `ReadFiles(streaming=True)` read by Spark itself, a run with sinks), in the order they
-    are planned: its sources, its live merges, watermark alignment, then its dropped rows."""
+    are planned: its sources, its live merges (an idle input, update mode behind one),
+    watermark alignment, then its dropped rows."""
     upstream = sorted(ancestors(nodes, target))
     live_sources = [nodes[n].label for n in upstream if is_live(nodes[n], live)]
     replayed = [nodes[n].label for n in upstream if is_replayed(nodes[n], live)]
@@ -71,6 +73,7 @@ def refuse_query(nodes: Sequence[Node], target: Node, sink: bool, live: bool) ->
         idle = [nodes[o] for o in sorted(staged) if idles(nodes[o])]
         if idle:
             raise limits.IDLE_LIVE_MERGE.error(idle[0].label, target=target.label)
+        refuse_update_live_merge(nodes, target)
     if alignment is not None:
         drifting = nodes[min(alignment.drift)]
         if live_sources:

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 
 from sparkbeam.graph import Node
 from sparkbeam.runners.spark import limits
+from sparkbeam.runners.spark.plan.ancestry import ancestors, first_meeting
 from sparkbeam.runners.spark.plan.judging import pipeline_judges
 from sparkbeam.runners.spark.plan.origins import watermark_origins
 from sparkbeam.time import shown_value
@@ -90,3 +91,14 @@ def refuse_held_update_keys(nodes: Sequence[Node], origins: Origins) -> None:
         held = [k for k in transform.keys if k in judged and judged[k].held]
         if held:
             raise limits.UPDATE_HELD_KEY.error(node.label, column=held[0])
+
+
+def refuse_update_live_merge(nodes: Sequence[Node], target: Node) -> None:
+    """An update-mode `CombinePerKey` upstream of `target` (a sink over live sources) that reads
+    a merge where watermarks of different `WithWatermark`s meet: there each input runs as a
+    stage query (`execute.live_merges`), and the merge's query takes whatever stage batches
+    are committed when it triggers, so the epochs of its update rows follow the timing."""
+    for node in _updates([nodes[n] for n in sorted(ancestors(nodes, target))]):
+        merge = first_meeting(nodes, ancestors(nodes, node))
+        if merge is not None:
+            raise limits.UPDATE_LIVE_MERGE.error(node.label, merge=nodes[merge].label)
