@@ -30,6 +30,7 @@ from sparkbeam.runners.spark.translate.context import (
     translating,
 )
 from sparkbeam.runners.spark.translate.families import COUNTS_FROM_INPUT, STREAMING_TRANSLATORS
+from sparkbeam.runners.spark.translate.live_footers import resolved_directories
 from sparkbeam.runners.spark.translate.observed import Derive, observed
 from sparkbeam.runners.spark.translate.watermark import SENTINEL, restamp
 from sparkbeam.schema import Schema
@@ -109,8 +110,15 @@ class StreamingTranslation(StreamingContext):
         self.staged = staged or set()
         self.staged_paths = staged_paths or {}
         replayed = frozenset(i for i in self.selected if is_replayed(nodes[i], live))
+        resolved = resolved_directories(spark, nodes, self.selected) if live else {}
         query = Query(
-            frozenset(self.selected), frozenset(self.staged), replayed, live, back_to_back, role
+            frozenset(self.selected),
+            frozenset(self.staged),
+            replayed,
+            live,
+            back_to_back,
+            role,
+            resolved,
         )
         self.late_filters = late_filters(nodes, query)
         if self.late_filters.one_watermark:
