@@ -147,7 +147,7 @@ def deduplicating() -> Iterator[None]:
     """The runner choosing the deduplication filter for live parquet sources, as it did before
     it read their footers."""
     chosen = late_filters.judged_by_footers
-    late_filters.judged_by_footers = lambda node: False
+    late_filters.judged_by_footers = lambda node, resolved=None: False
     try:
         yield
     finally:

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import sparkbeam as sb
+from sparkbeam.runners.spark.plan.late_filters import Strategy
 from tests.agreement.pipelines import row_multiset
 from tests.agreement.streams import essentials
 from tests.agreement.test_bounded import assert_runners_agree
@@ -84,7 +85,8 @@ def test_streaming_essentials_agree_epoch_by_epoch(connect_runner: Any) -> None:
 
 
 def test_sinks_go_on_from_their_checkpoints(connect_spark: Any, tmp_path: Any) -> None:
-    """Spark's own file source into a file sink and a `ForEachBatch`, with checkpoints,
+    """A live parquet directory (read by the runner's footers source, a Python data source
+    that Spark Connect's server runs) into a file sink and a `ForEachBatch`, with checkpoints,
     stopped after two epochs and started again on them: the file sink holds every row once,
     as the direct runner emits them; the callback (run by Spark Connect in the server's
     Python, here on this machine) saw the same rows."""
@@ -110,6 +112,12 @@ def test_sinks_go_on_from_their_checkpoints(connect_spark: Any, tmp_path: Any) -
     write_epoch(source, 0)
     write_epoch(source, 1)
     first = start()
+    chosen = {
+        late.strategy
+        for run in first.sinks.values()
+        for late in run.final.translation.late_filters.filters.values()
+    }
+    assert chosen == {Strategy.FOOTERS}  # the runner's Python source runs on the server too
     first.process_all_available()
     first.stop()
     assert first.late_count(watermarked[-1]) == 1  # epoch 1's row from the start

@@ -16,6 +16,7 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxFiles
 
 import sparkbeam as sb
+from sparkbeam.runners.spark.plan.late_filters import Strategy
 from sparkbeam.runners.spark.session.engine_errors import PIPELINE_ERROR_MARK as MARKED
 from sparkbeam.runners.spark.translate import footers
 from sparkbeam.runners.spark.translate.footers import (
@@ -27,6 +28,7 @@ from sparkbeam.runners.spark.translate.footers import (
     options_of,
 )
 from tests.agreement.pipelines import row_multiset
+from tests.conftest import LAKE
 
 T0 = datetime(2026, 4, 1, 10)
 US = timedelta(microseconds=1)
@@ -196,15 +198,20 @@ def pipeline(p: sb.Pipeline, source: str) -> dict[str, Any]:
 
 PER_BATCH = {1: ("t", "t late", "windows", "n"), 3: ("t", "windows")}
 """The outputs run with one file per micro-batch and with three (each a query: few at once,
-as each starts a Python process for its source that must connect back within 10 s)."""
+as each starts a Python process for its source that must connect back within 10 s). The run
+with three reads the files through the suite's `viewfs://` mount (`LAKE`), which the reader's
+Python process cannot reach: the runner resolves it to its local directory first."""
 
 
 @pytest.fixture(scope="module")
-def runs(spark: Any, tmp_path_factory: Any) -> dict[str, Any]:
+def runs(spark: Any, tmp_path_factory: Any, lake_directory: Path) -> dict[str, Any]:
     """The direct runner's rows before the flush and late counts; Spark's with one file per
-    micro-batch and with three."""
+    micro-batch (a local path) and with three (the same files under `LAKE`), and the late-row
+    filter each Spark run chose."""
     source = tmp_path_factory.mktemp("footers") / "in"
     write_files(source)
+    write_files(lake_directory / "footers")
+    sources = {1: str(source), 3: f"{LAKE}/footers"}
     p = sb.Pipeline()
     made = pipeline(p, str(source))
     result = p.run()
@@ -215,11 +222,12 @@ def runs(spark: Any, tmp_path_factory: Any) -> dict[str, Any]:
     want_late = {name: result.late_count(made[name]) for name in ("t", "n")}
     got: dict[int, dict[str, list[dict[str, Any]]]] = {}
     late: dict[int, dict[str, int]] = {}
+    strategies: dict[int, set[Strategy]] = {}
     for per_batch, names in PER_BATCH.items():
         footers.FILES_PER_BATCH = per_batch
         try:
             spark_p = sb.Pipeline(runner=sb.SparkRunner(spark=spark))
-            outputs = pipeline(spark_p, str(source))
+            outputs = pipeline(spark_p, sources[per_batch])
             got[per_batch] = {name: [] for name in names}
             for name in names:
                 sink = got[per_batch][name]
@@ -231,8 +239,19 @@ def runs(spark: Any, tmp_path_factory: Any) -> dict[str, Any]:
             running.process_all_available()
         finally:
             running.stop()
+        strategies[per_batch] = {
+            chosen.strategy
+            for run in running.sinks.values()
+            for chosen in run.final.translation.late_filters.filters.values()
+        }
         late[per_batch] = {n: running.late_count(outputs[n]) for n in ("t", "n") if n in names}
-    return {"want": want, "want late": want_late, "got": got, "late": late}
+    return {
+        "want": want,
+        "want late": want_late,
+        "got": got,
+        "late": late,
+        "strategies": strategies,
+    }
 
 
 @pytest.mark.spark
@@ -246,6 +265,7 @@ def test_footers_agree_with_the_direct_runner(runs: dict[str, Any], per_batch: i
         assert row_multiset(rows) == row_multiset(want[name]), name
     for name, count in runs["late"][per_batch].items():
         assert count == runs["want late"][name], name
+    assert runs["strategies"][per_batch] == {Strategy.FOOTERS}
 
 
 @pytest.mark.spark

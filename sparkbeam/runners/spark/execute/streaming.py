@@ -30,6 +30,7 @@ from sparkbeam.runners.spark.translate.context import (
     translating,
 )
 from sparkbeam.runners.spark.translate.families import COUNTS_FROM_INPUT, STREAMING_TRANSLATORS
+from sparkbeam.runners.spark.translate.live_footers import resolved_directories
 from sparkbeam.runners.spark.translate.observed import Derive, observed
 from sparkbeam.runners.spark.translate.views import ReadOnlyMapping, ReadOnlySet
 from sparkbeam.runners.spark.translate.watermark import restamp
@@ -53,7 +54,11 @@ class StreamingTranslation(StreamingContext):
     ) -> None:
         """The query planned from the graph (`plan.streaming_query.query_plan`), its epoch
         feed opened under `directory` (`epochs.open_feed`)."""
-        plan = query_plan(nodes, selected, staged, live, staged_paths, role, back_to_back)
+        chosen = set(range(len(nodes))) if selected is None else selected
+        resolved = resolved_directories(spark, nodes, chosen) if live else {}
+        plan = query_plan(
+            nodes, selected, staged, live, staged_paths, role, back_to_back, resolved
+        )
         super().__init__(spark, nodes, plan)
         self.directory = directory
         self._settings: dict[str, str] = dict(plan.settings)

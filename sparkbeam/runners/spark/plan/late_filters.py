@@ -81,6 +81,10 @@ class Query:
     """Spark reads a source of the run itself (a live source): micro-batches run back to back,
     with no no-data batch between two."""
     role: Role = Role.FINAL
+    resolved: Mapping[int, str] = field(default_factory=dict)
+    """Live sources on a URI that Spark's Hadoop file system resolves to a directory on the
+    driver's disk (a `viewfs://` mount of a `file:` directory): that directory, by node id
+    (`live_footers.resolved_directories`)."""
 
 
 @dataclass(frozen=True)
@@ -120,16 +124,24 @@ class LateFilters:
         return chosen is not None and chosen.strategy is Strategy.FED
 
 
-def judged_by_footers(node: Node) -> bool:
+def judged_by_footers(node: Node, resolved: str | None = None) -> bool:
     """Whether a live source's reader can judge its rows from the files' footers
-    (`Strategy.FOOTERS`): a parquet `ReadFiles(streaming=True)` on a local directory that no
-    Spark file sink writes (whose log, not the directory, says which files are there)."""
+    (`Strategy.FOOTERS`): a parquet `ReadFiles(streaming=True)` on a local directory (its path,
+    or `resolved`: the local directory its URI resolves to) that no Spark file sink writes
+    (whose log, not the directory, says which files are there). The reader lists the
+    directory in a Python process of Spark's driver, which reaches the driver's disk and
+    nothing else."""
     transform = node.transform
     if not isinstance(transform, ReadFiles) or not transform.streaming:
         return False
-    if transform.format != "parquet" or not is_local(transform.path):
+    if transform.format != "parquet":
         return False
-    directory = local_path(transform.path)
+    if resolved is not None:
+        directory = resolved
+    elif is_local(transform.path):
+        directory = local_path(transform.path)
+    else:
+        return False
     return os.path.isdir(directory) and not os.path.exists(os.path.join(directory, SINK_LOG))
 
 
@@ -174,7 +186,7 @@ def late_filters(nodes: Sequence[Node], query: Query) -> LateFilters:
             footers
             and source in selected
             and source not in staged
-            and judged_by_footers(nodes[source])
+            and judged_by_footers(nodes[source], query.resolved.get(source))
         ):
             filters[node_id] = LateFilter(Strategy.FOOTERS, source, mark)
         else:

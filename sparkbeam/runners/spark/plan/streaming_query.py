@@ -84,15 +84,19 @@ def query_plan(
     staged_paths: Mapping[int, str] | None = None,
     role: Role = Role.FINAL,
     back_to_back: bool = False,
+    resolved: Mapping[int, str] | None = None,
 ) -> QueryPlan:
     """The plan of the query running `selected` (every node by default) of `nodes`, reading
     the output of the `staged` origins an earlier stage computes (through `staged_paths`'
-    file sinks, or else a channel of its feed)."""
+    file sinks, or else a channel of its feed); `resolved`: the local directories its live
+    parquet sources' URIs resolve to (`late_filters.Query.resolved`)."""
     chosen = frozenset(range(len(nodes))) if selected is None else frozenset(selected)
     staged_ids = frozenset(staged or ())
     staged_paths = dict(staged_paths or {})
     replayed = frozenset(i for i in chosen if is_replayed(nodes[i], live))
-    query = Query(chosen, staged_ids, replayed, live, back_to_back, role)
+    query = Query(
+        chosen, staged_ids, replayed, live, back_to_back, role, dict(resolved or {})
+    )
     filters = late_filters(nodes, query)
     epoch_marks = {
         node_id: (late.source, late.mark)

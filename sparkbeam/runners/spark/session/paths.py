@@ -39,6 +39,7 @@ from sparkbeam.paths import (
     hidden_name,
     is_local,
     join,
+    local_path,
     scheme,
 )
 from sparkbeam.runners.spark.session.sessions import local_cores, master_of
@@ -206,6 +207,27 @@ class SparkPaths:
 def paths_of(spark: SparkSession) -> SparkPaths:
     """The `SparkPaths` of a session."""
     return SparkPaths(lambda: spark)
+
+
+def local_directory(spark: SparkSession, uri: str) -> str | None:
+    """The directory on the driver's disk that `uri` names: a local path or `file:` URI as it
+    is; any other URI as the session's Hadoop file system resolves it (a `viewfs://` mount of a
+    `file:` directory, following its mount table), where it resolves to a `file:` path; None
+    where it does not, where nothing is there, or where the session has no JVM (Spark
+    Connect)."""
+    if is_local(uri):
+        return local_path(uri)
+    jvm = _jvm_of(spark)
+    if jvm is None:
+        return None
+    try:
+        fs, path = HadoopPaths(spark)._fs(uri)
+        resolved = fs.resolvePath(path).toUri()
+    except Exception:  # UnreachablePath, Py4JJavaError (FileNotFoundException, ...)
+        return None
+    if (resolved.getScheme() or "").lower() != "file":
+        return None
+    return str(resolved.getPath())
 
 
 def scratch_directory(paths: Paths, staging: str | None, prefix: str) -> str:

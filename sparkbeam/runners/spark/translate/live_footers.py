@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as _dt
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pyspark import cloudpickle
@@ -14,9 +14,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from sparkbeam.graph import Node
-from sparkbeam.paths import local_path
+from sparkbeam.paths import is_local
 from sparkbeam.runners.spark.parts.arrow import refuse_live_nanoseconds, spark_schema
-from sparkbeam.runners.spark.session.paths import paths_of
+from sparkbeam.runners.spark.session.paths import local_directory, paths_of
 from sparkbeam.runners.spark.translate import footers
 from sparkbeam.runners.spark.translate.footers import (
     SOURCE_NAME,
@@ -52,8 +52,30 @@ def footer_files(spark: SparkSession, node: Node, readers: Sequence[tuple[Node, 
         marks.append(Mark(mark, watermark.column, is_datetime, function.delay, function.in_millis))
     fields = spark_schema(schema, node.label).fields
     read_schema = T.StructType([*fields, *(T.StructField(m.column, T.LongType()) for m in marks)])
-    options = options_of(local_path(transform.path), marks, node.label)
+    directory = local_directory(spark, transform.path)
+    assert directory is not None  # `judged_by_footers` chose the source
+    options = options_of(directory, marks, node.label)
     return spark.readStream.format(SOURCE_NAME).schema(read_schema).options(**options).load()
+
+
+def resolved_directories(
+    spark: SparkSession, nodes: Sequence[Node], selected: Iterable[int]
+) -> dict[int, str]:
+    """The live parquet `ReadFiles` among `selected` whose URI is not local but resolves, through
+    the session's Hadoop file system, to a directory on the driver's disk (a `viewfs://` mount
+    of a `file:` directory): that directory, by node id (`late_filters.Query.resolved`).
+    Resolved once, before the query starts: the mount table is the session's."""
+    resolved = {}
+    for node_id in selected:
+        transform = nodes[node_id].transform
+        if not isinstance(transform, ReadFiles) or not transform.streaming:
+            continue
+        if transform.format != "parquet" or is_local(transform.path):
+            continue
+        directory = local_directory(spark, transform.path)
+        if directory is not None:
+            resolved[node_id] = directory
+    return resolved
 
 
 STARTING_SOURCES = ("Initializing StreamExecution", "Initializing sources")
