@@ -15,8 +15,12 @@ epochs, fed one epoch at a time:
 
 Each line gives the median wall time over `--repeat` rounds and its ratio to
 `close` and to `hand-written update` (the lateness lines: to their own close
-mode too). After the rounds each update stream's last rows per group
-(`finals()`'s rows) are checked against its close mode's.
+mode too), and the state its queries held at most: per stateful operator,
+the largest `numRowsTotal` of any micro-batch's progress (the groups held:
+Spark's windowed aggregation keeps one row per group, the update-mode
+operator one value per group besides its timers). After the rounds each
+update stream's last rows per group (`finals()`'s rows) are checked against
+its close mode's.
 
     .venv/bin/python benchmarks/spark_update_streaming.py --rows 1000000 --epochs 10
 """
@@ -34,11 +38,45 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQueryListener
 from spark_streaming import SCHEMA, make_epochs, session, test_stream, write_files
 
 import sparkbeam as sb
 
 LATENESS = "2 minutes"
+
+
+class PeakState(StreamingQueryListener):
+    """The largest `numRowsTotal` each stateful operator reported in any query's progress since
+    `reset`, by operator name."""
+
+    def __init__(self) -> None:
+        self.peaks: dict[str, int] = {}
+        self.events = 0
+
+    def reset(self) -> dict[str, int]:
+        """The peaks so far (after Spark's listener bus delivered the last progress), cleared."""
+        seen = -1
+        while seen != self.events:  # progress events arrive asynchronously
+            seen = self.events
+            time.sleep(1.0)
+        peaks, self.peaks = self.peaks, {}
+        return peaks
+
+    def onQueryStarted(self, event: Any) -> None:
+        pass
+
+    def onQueryProgress(self, event: Any) -> None:
+        self.events += 1
+        for operator in event.progress.stateOperators:
+            name = operator.operatorName
+            self.peaks[name] = max(self.peaks.get(name, 0), operator.numRowsTotal)
+
+    def onQueryIdle(self, event: Any) -> None:
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:
+        pass
 
 
 def totals(source: sb.PCollection, emit: str, lateness: str | int = 0) -> sb.PCollection:
@@ -52,7 +90,22 @@ def totals(source: sb.PCollection, emit: str, lateness: str | int = 0) -> sb.PCo
 def run_sparkbeam(
     spark: SparkSession, epochs: list[list[dict[str, Any]]], emit: str, lateness: str | int = 0
 ) -> Any:
-    """Seconds to run and collect the pipeline, and its rows."""
+    """Seconds to run and collect the pipeline, and its rows; run again (at most twice) where
+    Spark's Python worker could not connect back in time, which a heavily loaded shared machine
+    causes (the failed attempt's time is not counted)."""
+    for _ in range(2):
+        try:
+            return run_once(spark, epochs, emit, lateness)
+        except sb.PipelineError as exc:
+            if "connect back" not in str(exc):
+                raise
+            print(f"retried: {exc}", file=sys.stderr, flush=True)
+    return run_once(spark, epochs, emit, lateness)
+
+
+def run_once(
+    spark: SparkSession, epochs: list[list[dict[str, Any]]], emit: str, lateness: str | int
+) -> Any:
     stream = test_stream(epochs)
     start = time.perf_counter()
     p = sb.Pipeline(runner=sb.SparkRunner(spark=spark))
@@ -127,24 +180,43 @@ def main() -> None:
         f"close{late}": ("close", LATENESS),
         f"update{late}": ("update", LATENESS),
     }
-    times: dict[str, list[float]] = {name: [] for name in [*variants, "hand-written update"]}
+    names = [*variants, "hand-written update"]
+    times: dict[str, list[float]] = {name: [] for name in names}
+    peaks: dict[str, dict[str, int]] = {name: {} for name in names}
     rows: dict[str, Any] = {}
-    for _ in range(args.repeat):
+    listener = PeakState()
+    spark.streams.addListener(listener)
+    listener.reset()
+    for round_ in range(args.repeat):
         for name, (emit, lateness) in variants.items():
             seconds, rows[name] = run_sparkbeam(spark, epochs, emit, lateness)
             times[name].append(seconds)
+            peaks[name] = listener.reset()
+            print(f"round {round_ + 1}: {name} {seconds:.2f} s {peaks[name]}", file=sys.stderr)
         times["hand-written update"].append(run_hand_written(spark, files))
+        peaks["hand-written update"] = listener.reset()
+        hand = times["hand-written update"][-1]
+        print(
+            f"round {round_ + 1}: hand-written {hand:.2f} s {peaks['hand-written update']}",
+            file=sys.stderr,
+            flush=True,
+        )
     for update, close in (("update", "close"), (f"update{late}", f"close{late}")):
         check_finals(rows[update], rows[close], update)
     medians = {name: statistics.median(values) for name, values in times.items()}
     changes = ", ".join(f"{name}: {len(rows[name])}" for name in variants if "update" in name)
-    print(f"{args.rows} rows, {args.epochs} epochs; change rows: {changes}")
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"{args.rows} rows, {args.epochs} epochs; change rows: {changes}; load average {load}")
     for name, seconds in medians.items():
         own = f"  {seconds / medians[f'close{late}']:5.2f}x its close" if late in name else ""
         print(
             f"{name:30s} {seconds:8.2f} s  {seconds / medians['close']:5.2f}x close  "
             f"{seconds / medians['hand-written update']:5.2f}x hand-written update{own}"
         )
+    print("peak state rows per stateful operator (numRowsTotal, largest over micro-batches):")
+    for name in names:
+        held = ", ".join(f"{op} {n:,}" for op, n in sorted(peaks[name].items()))
+        print(f"{name:30s} {held}")
     shutil.rmtree(directory, ignore_errors=True)
 
 

@@ -23,8 +23,9 @@ from hypothesis import Phase, example, given, settings
 from hypothesis import strategies as st
 
 import sparkbeam as sb
+from sparkbeam.runners.spark.translate.update_groups import read_columns
 from tests.agreement.pipelines import row_multiset
-from tests.agreement.streams import outcome, side_by_side
+from tests.agreement.streams import KeysSeen, outcome, side_by_side
 from tests.runners.spark.drivers import ROOT, SESSION, kill_during_batch
 
 pytestmark = pytest.mark.spark
@@ -101,10 +102,10 @@ def born_late(p: sb.Pipeline) -> Outputs:
 
 def running(p: sb.Pipeline) -> Outputs:
     """No watermarked key: each epoch updates the groups it touched, the end of input closes
-    them (the watermark on t only ends the input)."""
+    them (the watermark on t only ends the input). A user `CombineFn` reads whole rows."""
     rows = p | stream_of([row(1), row(1, "b", 5)], [row(2, v=2)], [])
     updates = rows.with_watermark("t", 0).combine_per_key(
-        "k", emit="update", total=sb.Sum("v"), n=sb.Count()
+        "k", emit="update", total=sb.Sum("v"), n=sb.Count(), seen=KeysSeen()
     )
     return {"updates": updates}
 
@@ -117,14 +118,19 @@ def at(seconds: int, k: str = "a") -> dict[str, Any]:
 
 
 def datetimes(p: sb.Pipeline) -> Outputs:
-    """A datetime column, delay and lateness in seconds: the estimate in milliseconds."""
+    """A datetime column, delay and lateness in seconds: the estimate in milliseconds; `MaxBy`
+    reads two columns."""
     schema = {"k": str, "t": dt.datetime, "v": int}
     epochs = [[at(5)], [at(61)], [at(30)], [at(95)], [at(50, "b")], [at(125)]]
     marked = (p | stream_of(*epochs, schema=schema)).with_watermark(
         "t", "1 second", allowed_lateness="30 seconds"
     )
     updates = marked.tumble("t", "1 minute").combine_per_key(
-        ["k", "window_start"], emit="update", n=sb.Count(), first=sb.Min("t")
+        ["k", "window_start"],
+        emit="update",
+        n=sb.Count(),
+        first=sb.Min("t"),
+        latest=sb.MaxBy("v", "t"),
     )
     return {"updates": updates}
 
@@ -205,6 +211,15 @@ def test_spark_streaming_gives_the_direct_runners_update_rows(
         assert [row_multiset(e) for e in spark["finals"]] == [
             row_multiset(e) for e in direct["closed"]
         ]
+
+
+def test_only_the_columns_the_aggregates_read_cross_into_python() -> None:
+    schema = sb.Schema.of({"k": str, "t": int, "v": int, "w": float})
+    read = functools.partial(read_columns, schema=schema)
+    assert read([("total", sb.Sum("v"))]).names == ("v",)
+    assert read([("n", sb.Count()), ("top", sb.MaxBy("w", "t"))]).names == ("t", "w")
+    assert read([("n", sb.Count())]).names == ()
+    assert read([("total", sb.Sum("v")), ("seen", KeysSeen())]).names == ("k", "t", "v", "w")
 
 
 RANDOM_EXAMPLES = 4

@@ -40,7 +40,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from pyspark import cloudpickle
-from pyspark.sql import DataFrame, Row
+from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import (
     ExpiredTimerInfo,
@@ -54,12 +54,12 @@ from sparkbeam.runners.shared.accumulators import Accumulators, accumulators_for
 from sparkbeam.runners.spark.exact.judges import INT_TIME_RANGE, JUDGE, stateful
 from sparkbeam.runners.spark.parts.arrow import spark_schema
 from sparkbeam.runners.spark.parts.keyed_state import (
+    KEY,
     RELEASE,
     as_longs,
     as_times,
     grouped,
     in_micros,
-    key_columns,
     transform_with_state,
     with_release,
 )
@@ -67,7 +67,7 @@ from sparkbeam.runners.spark.plan.delays import SHIFT_MICROS
 from sparkbeam.runners.spark.plan.updates import lateness_of
 from sparkbeam.runners.spark.translate.python_combine import _marked
 from sparkbeam.schema import Schema
-from sparkbeam.transforms.combine import CombinePerKey, Finals
+from sparkbeam.transforms.combine import AggregateFn, CombinePerKey, Finals, ValueBy
 from sparkbeam.updates import EARLY, LATE, ON_TIME, PANE_COLUMNS, PANE_IS_LAST
 
 END_OF_INPUT_MS = INT_TIME_RANGE[1] + SHIFT_MICROS // 1000 + 1
@@ -95,6 +95,7 @@ class UpdateGroups(StatefulProcessor):
         self.in_schema = in_schema
         self.out_schema = out_schema
         self.lateness_ms = lateness_ms
+        self.read = read_columns(aggregates, in_schema).names
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
@@ -118,7 +119,7 @@ class UpdateGroups(StatefulProcessor):
         if stored:
             key_values, tables, pane, passed, release = cloudpickle.loads(stored[0])
         else:
-            key_values = [batch[0][k] for k in self.keys]
+            key_values = list(key) if self.keys else []
             tables, pane, release = self._fresh(), 0, batch[0][RELEASE]
             on_time_at = release - self.lateness_ms
             # A group the estimate passed before its first row is born late: no "ON_TIME" row.
@@ -137,7 +138,8 @@ class UpdateGroups(StatefulProcessor):
             # timer fires only after them, but its "ON_TIME" row comes before their update.
             out.append(self._row(key_values, tables, ON_TIME, pane, last=False))
             pane, passed = pane + 1, True
-        columns = {name: [row[name] for row in batch] for name in self.in_schema.names}
+        by_position = list(zip(*batch, strict=True))
+        columns = {name: list(by_position[batch[0].__fields__.index(name)]) for name in self.read}
         with _marked():
             for table in tables:
                 table.add([0] * len(batch), columns)
@@ -175,6 +177,29 @@ class UpdateGroups(StatefulProcessor):
         pass
 
 
+def read_columns(aggregates: Sequence[tuple[str, Any]], schema: Schema) -> Schema:
+    """The columns of `schema` the aggregates read, in its order: a built-in aggregate's own
+    (`MinBy`/`MaxBy`: value and `by`; `Count()`: none), every column for a `CombineFn`."""
+    read: set[str] = set()
+    for _, aggregate in aggregates:
+        if isinstance(aggregate, ValueBy):
+            read.update((aggregate.value, aggregate.by))
+        elif isinstance(aggregate, AggregateFn):
+            read.update([] if aggregate.column is None else [aggregate.column])
+        else:
+            return schema
+    return Schema(tuple(field for field in schema.fields if field[0] in read))
+
+
+def _key_copies(keys: Sequence[str], schema: Schema) -> list[Column]:
+    """The grouping keys as hidden copies, datetimes as microseconds (the processor takes a
+    group's key values from its grouping key)."""
+    return [
+        in_micros(Schema(((key, schema.type_of(key)),)))[0].alias(f"{KEY}_{i}")
+        for i, key in enumerate(keys)
+    ]
+
+
 def update_stream(
     frame: DataFrame,
     nodes: Sequence[Node],
@@ -187,16 +212,17 @@ def update_stream(
     transform = node.transform
     assert isinstance(transform, CombinePerKey)
     keys, out_schema = transform.keys, node.info.schema
+    # Only what the processor reads crosses into Python: each value costs a conversion.
+    sent = [
+        *in_micros(read_columns(transform.aggregates, in_schema)),
+        *_key_copies(keys, in_schema),
+    ]
     if judges:
         judged = stateful(frame, list(judges))
-        prepared = with_release(
-            judged.select(*in_micros(in_schema), F.col(JUDGE), *key_columns(keys)), F.col(JUDGE)
-        )
+        prepared = with_release(judged.select(*sent, F.col(JUDGE)), F.col(JUDGE))
         lateness_ms = lateness_of(nodes, node)
     else:
-        prepared = frame.select(*in_micros(in_schema), *key_columns(keys)).withColumn(
-            RELEASE, F.lit(END_OF_INPUT_MS)
-        )
+        prepared = frame.select(*sent).withColumn(RELEASE, F.lit(END_OF_INPUT_MS))
         lateness_ms = 0
     updates = transform_with_state(
         grouped(prepared, keys),
