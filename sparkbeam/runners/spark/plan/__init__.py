@@ -5,6 +5,12 @@ run the refusal phases (`phases`), each one concern of the catalogue (`limits.py
 graph alone decides, raising its refusal for the first node it finds: watermark origins
 (`origins`), delays (`delays`), judges (`judging`), the columns nodes key state on (`keyed`),
 merges (`merges`), and the queries of each sink or collected PCollection (`queries`).
+
+The rest of the room plans what runs once nothing is refused: each streaming query as data
+(`streaming_query`: its nodes, staged origins, feed channels and the settings it starts with,
+`settings`), the late-row filter of each of its `WithWatermark`s (`late_filters`), update
+mode's operator (`updates`) and its batch form (`update_batch`), and the names of metrics
+and feed channels (`keys`).
 """
 
 from sparkbeam.runners.spark.plan.phases import (
