@@ -30,9 +30,12 @@ from sparkbeam.transforms.watermark import WithWatermark
 _REGISTERED: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
-def footer_files(spark: SparkSession, node: Node, readers: Sequence[tuple[Node, str]]) -> DataFrame:
-    """`node` (a live parquet `ReadFiles`) with, for each `WithWatermark` of `readers` and the
-    column named with it, the watermark of each row's file (None before any file)."""
+def footer_files(
+    spark: SparkSession, node: Node, readers: Sequence[tuple[Node, str]], directory: str
+) -> DataFrame:
+    """`node` (a live parquet `ReadFiles` whose files are in `directory` on the driver's disk)
+    with, for each `WithWatermark` of `readers` and the column named with it, the watermark of
+    each row's file (None before any file)."""
     transform = node.transform
     assert isinstance(transform, ReadFiles)
     schema = node.info.schema
@@ -52,8 +55,6 @@ def footer_files(spark: SparkSession, node: Node, readers: Sequence[tuple[Node, 
         marks.append(Mark(mark, watermark.column, is_datetime, function.delay, function.in_millis))
     fields = spark_schema(schema, node.label).fields
     read_schema = T.StructType([*fields, *(T.StructField(m.column, T.LongType()) for m in marks)])
-    directory = local_directory(spark, transform.path)
-    assert directory is not None  # `judged_by_footers` chose the source
     options = options_of(directory, marks, node.label)
     return spark.readStream.format(SOURCE_NAME).schema(read_schema).options(**options).load()
 

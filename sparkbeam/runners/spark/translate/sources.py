@@ -19,7 +19,7 @@ from pyspark.sql import types as T
 from sparkbeam.arrow import from_arrow, to_arrow
 from sparkbeam.errors import DataError, PipelineError
 from sparkbeam.graph import Node
-from sparkbeam.paths import Paths
+from sparkbeam.paths import Paths, local_path
 from sparkbeam.runners.spark import limits
 from sparkbeam.runners.spark.parts.arrow import (
     exact_microseconds,
@@ -277,7 +277,10 @@ def epoch_source(translation: Translation, node: Node, inputs: Sequence[DataFram
     run = as_streaming(translation)
     if node.id in run.marked_sources and not is_replayed(node, run.live):
         readers = [(run.nodes[i], m) for i, (s, m) in run.epoch_marks.items() if s == node.id]
-        return Made(footer_files(run.spark, node, readers))
+        assert isinstance(node.transform, ReadFiles)
+        resolved = run.plan.query.resolved  # a viewfs:// mount, resolved as the query was planned
+        directory = resolved.get(node.id) or local_path(node.transform.path)
+        return Made(footer_files(run.spark, node, readers, directory))
     if not is_replayed(node, run.live):
         return Made(live_files(run.spark, node))
     return Made(run.frame(ChannelKey("source", node.id).name()))
