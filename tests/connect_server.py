@@ -37,6 +37,7 @@ CONF = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.driver.memory": "1g",
     "spark.sql.streaming.pollingDelay": "100ms",  # why: tests/conftest.py's SPARK_CONF
+    "spark.sql.codegen.cache.maxEntries": "5000",  # why: the same
     # why: tests/runners/spark/cluster_job.py's SHORT_LIVED_JVM (the server lives a module)
     "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
 }

@@ -42,11 +42,12 @@ Budget: a Spark example runs one to six streaming queries (one per output, and
 one per `WithWatermark` where two meet), several seconds each. The test is
 parametrized over the four shapes, so that every run covers each of them;
 every drawn example is compared, also those where the direct runner emits and
-drops nothing (Spark must then emit nothing too). Under `CI=true` (the
-derandomized "ci" profile) it runs `CI_EXAMPLES` example per shape, which is
+drops nothing (Spark must then emit nothing too). `make test` runs
+`EXAMPLES` example per shape: under `CI=true` (the derandomized "ci" profile)
 hypothesis's first and simplest (a row per epoch, the fewest steps the shape
-allows, late rows collected), and reports a
-failure without shrinking it; elsewhere `LOCAL_EXAMPLES` per shape, shrunk.
+allows, late rows collected), reported without shrinking; elsewhere one drawn
+afresh each run, shrunk on failure (so runs on developers' machines keep
+exploring while the suite keeps its ten minutes).
 `SPARKBEAM_MORE_EXAMPLES=<n>` (read by `tests/conftest.py`; `make test-more`)
 runs n examples in all, spread over the shapes, drawn afresh each run: do
 that after changing the Spark runner.
@@ -77,16 +78,15 @@ pytestmark = pytest.mark.spark
 Row = dict[str, Any]
 
 SHAPES = ("single", "union", "window join", "interval join")
-CI_EXAMPLES = 1  # per shape; about 20 s each on a quiet 2-core machine (the suite has 10 minutes)
-LOCAL_EXAMPLES = 3  # per shape
+EXAMPLES = 1  # per shape; about 20 s each on a quiet 2-core machine (the suite has 10 minutes)
 
 
 def examples_per_shape() -> int:
     """Under the "more" profile (`SPARKBEAM_MORE_EXAMPLES`), its examples spread over the
-    shapes; else `CI_EXAMPLES` or `LOCAL_EXAMPLES`."""
+    shapes; else `EXAMPLES`."""
     if settings.get_current_profile_name() == "more":
         return -(-settings.default.max_examples // len(SHAPES))
-    return CI_EXAMPLES if os.environ.get("CI") else LOCAL_EXAMPLES
+    return EXAMPLES
 
 
 EPOCH = datetime.datetime(1970, 1, 1)
