@@ -85,6 +85,7 @@ class UpdateGroups(StatefulProcessor):
         keys: tuple[str, ...],
         aggregates: Any,
         in_schema: Schema,
+        read: tuple[str, ...],
         out_schema: Schema,
         lateness_ms: int,
         label: str,
@@ -95,7 +96,7 @@ class UpdateGroups(StatefulProcessor):
         self.in_schema = in_schema
         self.out_schema = out_schema
         self.lateness_ms = lateness_ms
-        self.read = read_columns(aggregates, in_schema).names
+        self.read = read  # the columns its input carries besides keys and release
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
@@ -213,10 +214,8 @@ def update_stream(
     assert isinstance(transform, CombinePerKey)
     keys, out_schema = transform.keys, node.info.schema
     # Only what the processor reads crosses into Python: each value costs a conversion.
-    sent = [
-        *in_micros(read_columns(transform.aggregates, in_schema)),
-        *_key_copies(keys, in_schema),
-    ]
+    read = read_columns(transform.aggregates, in_schema)
+    sent = [*in_micros(read), *_key_copies(keys, in_schema)]
     if judges:
         judged = stateful(frame, list(judges))
         prepared = with_release(judged.select(*sent, F.col(JUDGE)), F.col(JUDGE))
@@ -226,7 +225,9 @@ def update_stream(
         lateness_ms = 0
     updates = transform_with_state(
         grouped(prepared, keys),
-        UpdateGroups(keys, transform.aggregates, in_schema, out_schema, lateness_ms, node.label),
+        UpdateGroups(
+            keys, transform.aggregates, in_schema, read.names, out_schema, lateness_ms, node.label
+        ),
         spark_schema(as_longs(out_schema), node.label),
     )
     return updates.select(*as_times(out_schema))
