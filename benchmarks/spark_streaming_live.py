@@ -23,13 +23,22 @@ variant runs to the end of the backlog (`processAllAvailable()`):
   before it (no state).
 - `sparkbeam, deduplication`: the same pipeline with the deduplication filter
   the runner chose before (and still chooses for other formats).
+- `sparkbeam live union, readers`: the same files in a second directory, read
+  as a second source with a 10-second delay, and the two unioned before the
+  windows (their watermarks meet): each source's reader judges its own rows
+  in the sink's one query.
+- `sparkbeam live union, stage queries`: the same union as the runner runs it
+  for sources it cannot judge by their footers (other formats, a transform
+  before the `WithWatermark`): a stage query per source writing what it
+  passes to a file sink, which the sink's query reads.
 
 After the table, the first batch and the batches after it apart: from the
 query's start to the end of its first data batch, and the median of the later
 data batches (`triggerExecution`), each against the hand-written query's of the
 same round (medians of the ratios).
 
-After the rounds, `sparkbeam`'s sums (the rows its sink was given in its last
+After the rounds, `sparkbeam`'s sums (and the unions' against the direct
+runner's union) (the rows its sink was given in its last
 round, turned into sums after its clock stopped) are checked against the
 direct runner's over the same files: every row it emits before the end of
 input (a live source never ends, so Spark never flushes); a difference stops
@@ -42,6 +51,7 @@ for late rows: other sums by design; their sink only counts rows).
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import statistics
 import tempfile
@@ -178,6 +188,56 @@ def run_sparkbeam(
     return seconds
 
 
+def union_totals(p: sb.Pipeline, data: str, other: str) -> sb.PCollection:
+    """The windowed totals of two live sources merged: `data` with a 5-second delay, `other`
+    (the same files) with a 10-second one, so their watermarks meet at the `Union`."""
+    first = (p | "first" >> sb.ReadFiles(data, schema=ROWS, streaming=True)).with_watermark(
+        "event_time", "5 seconds"
+    )
+    second = (p | "second" >> sb.ReadFiles(other, schema=ROWS, streaming=True)).with_watermark(
+        "event_time", "10 seconds"
+    )
+    union = first.union(second).tumble("event_time", "60 seconds")
+    return union.combine_per_key(["key", "window_start", "window_end"], total=sb.Sum("amount"))
+
+
+def run_union(
+    spark: SparkSession, data: str, other: str, answer: dict[str, Sums], name: str
+) -> float:
+    """Seconds to run the live union through both backlogs into a sink: with each source's
+    reader judging its rows in the sink's one query (`name` without "stage"), or with a stage
+    query per source as for other formats; the sums of the rows the sink was given into
+    `answer[name]`."""
+    given: list[dict[str, Any]] = []
+
+    def sink(rows: list[dict[str, Any]], batch_id: int) -> None:
+        given.extend(rows)
+
+    with deduplicating() if "stage" in name else contextlib.nullcontext():
+        start = time.perf_counter()
+        p = sb.Pipeline(runner=sb.SparkRunner(spark=spark))
+        union_totals(p, data, other).for_each_batch(sink)
+        result = p.run()
+        result.process_all_available()
+        seconds = time.perf_counter() - start
+        QUERIES[name] = len(result.queries)
+        result.stop()
+    answer[name] = sums(given)
+    return seconds
+
+
+QUERIES: dict[str, int] = {}
+"""The queries each union variant ran."""
+
+
+def direct_union_sums(data: str, other: str) -> Sums:
+    """The live union's reference: the direct runner over the same files, before its flush."""
+    p = sb.Pipeline(runner=sb.DirectRunner())
+    totals = union_totals(p, data, other)
+    epochs = p.run().collect_by_epoch(totals)
+    return sums([row for rows in epochs[:-1] for row in rows])
+
+
 def print_batches(names: list[str]) -> None:
     """The first batch and the later ones apart, each as the median of its ratios to the
     hand-written query's of the same round."""
@@ -210,6 +270,9 @@ def main() -> None:
     spark = session()
     data = tempfile.mkdtemp(prefix="sparkbeam-bench-data-")
     write_files(make_epochs(args.rows, args.epochs), data)
+    other = tempfile.mkdtemp(prefix="sparkbeam-bench-other-")
+    for name in os.listdir(data):  # the same files, modification times too
+        shutil.copy2(os.path.join(data, name), other)
     assert SCHEMA.names == list(ROWS.names)
     one = dict([ONE_WATERMARK])
     rocks = dict([STATE_STORE])  # RocksDB as it comes
@@ -240,21 +303,36 @@ def main() -> None:
         "sparkbeam, deduplication": lambda: run_sparkbeam(
             spark, data, answer, "sparkbeam, deduplication"
         ),
+        "sparkbeam live union, readers": lambda: run_union(
+            spark, data, other, answer, "sparkbeam live union, readers"
+        ),
+        "sparkbeam live union, stage queries": lambda: run_union(
+            spark, data, other, answer, "sparkbeam live union, stage queries"
+        ),
     }
     answer: dict[str, Sums] = {}
     title = (
         f"Spark streaming, live file source with a backlog: watermark + tumble 60 s + per-key "
         f"sum, {args.rows:,} rows, {args.epochs} files, local[2]"
     )
-    measure(
-        variants,
-        args,
-        title,
-        lambda names: check_variants(names, answer, "the direct runner", lambda: direct_sums(data)),
-    )
+    union: dict[str, Sums] = {}
+
+    def check(names: list[str]) -> list[str]:
+        union.update({name: answer.pop(name) for name in list(answer) if "union" in name})
+        single = [name for name in names if "union" not in name]
+        checked = check_variants(single, answer, "the direct runner", lambda: direct_sums(data))
+        merged = [name for name in names if "union" in name]
+        if merged:
+            want = direct_union_sums(data, other)
+            checked += check_variants(merged, union, "the direct runner's union", lambda: want)
+            checked += [f"{name}: streaming queries run: {QUERIES[name]}" for name in merged]
+        return checked
+
+    measure(variants, args, title, check)
     if not args.json:
         print_batches(list(variants))
     shutil.rmtree(data, ignore_errors=True)
+    shutil.rmtree(other, ignore_errors=True)
 
 
 if __name__ == "__main__":

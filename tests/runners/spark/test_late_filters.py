@@ -8,7 +8,7 @@ from pathlib import Path
 
 import sparkbeam as sb
 from sparkbeam.graph import Node
-from sparkbeam.runners.spark.plan.ancestry import ancestors, origins_meet
+from sparkbeam.runners.spark.plan.ancestry import ancestors
 from sparkbeam.runners.spark.plan.late_filters import (
     LateFilter,
     LateFilters,
@@ -17,8 +17,7 @@ from sparkbeam.runners.spark.plan.late_filters import (
     Strategy,
     late_filters,
 )
-from sparkbeam.runners.spark.plan.queries import is_live, is_replayed
-from sparkbeam.transforms.watermark import WithWatermark
+from sparkbeam.runners.spark.plan.queries import is_live, is_replayed, staged_origins
 
 SCHEMA = {"k": str, "t": int, "v": int}
 
@@ -30,10 +29,10 @@ def stream(p: sb.Pipeline, label: str) -> sb.PCollection:
 
 
 def final(nodes: Sequence[Node], target: Node, live: bool = False) -> LateFilters:
-    """The final query of `target`'s run: the origins staged where their watermarks meet."""
+    """The final query of `target`'s run: the origins staged as the runner stages them
+    (`staged_origins`)."""
     upstream = ancestors(nodes, target)
-    origins = {n for n in upstream if isinstance(nodes[n].transform, WithWatermark)}
-    staged = origins if origins_meet(nodes, upstream) else set()
+    staged = staged_origins(nodes, target, live)
     selected = ancestors(nodes, target, stop=staged)
     return late_filters(nodes, query(nodes, selected, staged, live, Role.FINAL, upstream))
 
@@ -140,3 +139,26 @@ def test_live_sources_the_footers_cannot_judge_keep_the_stateful_filters(tmp_pat
         chosen = production(p.nodes, w.node)
         assert chosen.of(w.node.id) == LateFilter(Strategy.DEDUP), w.node.label
         assert chosen.one_watermark
+
+
+def test_a_live_merge_of_sources_their_readers_judge_runs_in_the_sinks_query(
+    tmp_path: Path,
+) -> None:
+    """Both `WithWatermark`s straight on live parquet sources: no stage, each filter compares
+    with its own source's marks. One source the readers cannot judge (another format, a
+    transform before its `WithWatermark`): every origin of the merge is a stage, as is every
+    one when the graph alone decides (the refusals, before anything runs) or the merge is
+    collected (its sources replayed)."""
+    p = sb.Pipeline()
+    a = live_parquet(p, tmp_path / "a").with_watermark("t", 5)
+    b = live_parquet(p, tmp_path / "b").with_watermark("t", 10)
+    text = live_parquet(p, tmp_path / "c", format="json").with_watermark("t", 10)
+    filtered = live_parquet(p, tmp_path / "d").filter(sb.col("v") > 0).with_watermark("t", 10)
+    union = a.union(b)
+    assert staged_origins(p.nodes, union.node, live=True) == set()
+    chosen = production(p.nodes, union.node)
+    assert [chosen.of(w.node.id).strategy for w in (a, b)] == [Strategy.FOOTERS] * 2
+    assert staged_origins(p.nodes, union.node) == {a.node.id, b.node.id}
+    for other in (text, filtered):
+        merged = a.union(other)
+        assert staged_origins(p.nodes, merged.node, live=True) == {a.node.id, other.node.id}

@@ -1,6 +1,8 @@
 """Live merges on Spark: a `Union` and `Join`s of two live file sources, each with its own
 `WithWatermark`, into file sinks, against the direct runner's `ReadFiles(streaming=True)`
-over the same files (`sparkbeam/runners/spark/execute/live_merges.py`).
+over the same files (`sparkbeam/runners/spark/execute/live_merges.py`): with each
+`WithWatermark` straight on its parquet source, whose reader judges its rows in each sink's
+query, and with a transform before it, where each runs as a stage query of its own.
 
 The direct runner takes file `i` of every source as epoch `i`. The tests add
 one file per source, then wait for every query of the chain in order (the
@@ -13,6 +15,7 @@ anyway (`live_merges`, point 3).
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import json
 import os
 import time
@@ -72,10 +75,12 @@ def add_epoch(base: str, index: int) -> None:
 
 
 def sources(
-    p: sb.Pipeline, base: str, slow: str | None = None
+    p: sb.Pipeline, base: str, slow: str | None = None, filtered: bool = False
 ) -> tuple[sb.PCollection, sb.PCollection]:
     """The two watermarked streams (with `slow`: the readings held up while that file exists,
-    to stop a query in the middle of a micro-batch of the readings' stage)."""
+    to stop a query in the middle of a micro-batch of the readings' stage; `filtered`: each
+    through a `Filter` that keeps every row (`v` is never negative) before its
+    `WithWatermark`, so that no reader judges them and each runs as a stage query)."""
     readings = p | "readings" >> sb.ReadFiles(
         os.path.join(base, "readings"), schema=SCHEMA, streaming=True
     )
@@ -92,6 +97,8 @@ def sources(
     status = p | "status" >> sb.ReadFiles(
         os.path.join(base, "status"), schema=SCHEMA, streaming=True
     )
+    if filtered:
+        readings, status = (s.filter(sb.col("v") >= 0) for s in (readings, status))
     return readings.with_watermark("t", "5 seconds"), status.with_watermark("t", "10 seconds")
 
 
@@ -111,10 +118,11 @@ def joined(p: sb.Pipeline, base: str, slow: str | None = None) -> Outputs:
     return {"window_left": window_join(a, b)}, [a, b]
 
 
-def merges(p: sb.Pipeline, base: str, added: bool = False) -> Outputs:
+def merges(p: sb.Pipeline, base: str, added: bool = False, filtered: bool = False) -> Outputs:
     """A Union, a left outer window join and an interval join of the two streams (`added`:
-    and their plain union, a sink added when the pipeline starts again)."""
-    a, b = sources(p, base)
+    and their plain union, a sink added when the pipeline starts again; `filtered`: through
+    stage queries, `sources`)."""
+    a, b = sources(p, base, filtered=filtered)
     union = a.union(b).tumble("t", "10 seconds")
     outputs = {
         "union": union.combine_per_key(["k", "window_start"], n=sb.Count(), total=sb.Sum("v")),
@@ -215,10 +223,45 @@ def stage_files_written(checkpoints: str) -> dict[str, set[str]]:
     return written
 
 
-def live_union_and_joins(spark: Any, tmp_path: Any) -> None:
-    """Two files per source before the start, a third once the queries run: the union's
-    windows, the left outer window join and the interval join hold the direct runner's
-    rows before its flush, and the readings' late rows are the same.
+def live_union_and_joins_by_their_readers(spark: Any, tmp_path: Any) -> None:
+    """Each `WithWatermark` straight on its parquet source: each sink's query reads both
+    sources, whose readers judge their rows by the files' footers: three queries, no stage.
+    Two files per source before the start, a third once the queries run: the union's windows,
+    the left outer window join and the interval join hold the direct runner's rows before its
+    flush, and the same rows were late, on the readings' side only. With the interval join's
+    query stopped, a fourth file; all started again on the checkpoints with a sink added:
+    every sink holds the direct runner's rows, none lost or repeated, the added one from the
+    first files on (a new query reads a live directory from its start)."""
+    base, out, checkpoints = (str(tmp_path / name) for name in ("in", "out", "ckpt"))
+    add_epoch(base, 0)
+    add_epoch(base, 1)
+    chain = Chain(spark, merges, base, out, checkpoints)
+    assert len(chain.result.queries) == 3  # one per sink
+    add_epoch(base, 2)  # while the queries run (under policy="min" no matter when)
+    chain.settle()
+    late = [chain.result.late_count(w) for w in chain.built[1]]
+    assert late == [2, 0]
+    assert_direct_rows(merges, base, out, chain.result, chain.built)
+    assert not [name for name in os.listdir(checkpoints) if name.startswith("stage-")]
+
+    [interval] = [r for r in chain.result.sinks.values() if "interval" in r.directory]
+    interval.final.query.stop()
+    add_epoch(base, 3)
+    chain.settle()
+    chain.stop()
+    again = Chain(spark, merges, base, out, checkpoints, added=True)
+    again.settle()
+    again.stop()
+    assert_direct_rows(functools.partial(merges, added=True), base, out)
+    added = {row["v"] for row in read_sink(os.path.join(out, "added"))}
+    assert {0, 50, 300, 350} <= added  # the first files' rows and the fourth's
+
+
+def live_union_and_joins_through_stages(spark: Any, tmp_path: Any) -> None:
+    """Each source through a `Filter` before its `WithWatermark`: each runs as a stage query,
+    shared by the three sinks. Two files per source before the start, a third once the
+    queries run: the union's windows, the left outer window join and the interval join hold
+    the direct runner's rows before its flush, and the readings' late rows are the same.
 
     The stage files every sink's query committed are deleted as they go: once
     all have processed the three files, none is left. With the interval
@@ -227,15 +270,16 @@ def live_union_and_joins(spark: Any, tmp_path: Any) -> None:
     they go), and every sink holds the direct runner's rows, none lost or
     repeated. A sink added then starts with the stage files still there."""
     base, out, checkpoints = (str(tmp_path / name) for name in ("in", "out", "ckpt"))
+    staged = functools.partial(merges, filtered=True)
     add_epoch(base, 0)
     add_epoch(base, 1)
-    chain = Chain(spark, merges, base, out, checkpoints)
+    chain = Chain(spark, staged, base, out, checkpoints)
     assert len(chain.result.queries) == 5  # a stage per source, shared by the three sinks
     add_epoch(base, 2)  # while the queries run (under policy="min" no matter when)
     chain.settle()
     late = [chain.result.late_count(w) for w in chain.built[1]]
     assert late == [2, 0]  # on the readings' side only
-    assert_direct_rows(merges, base, out, chain.result, chain.built)
+    assert_direct_rows(staged, base, out, chain.result, chain.built)
     before = stage_files_written(checkpoints)
     assert len(before) == 2 and all(before.values())
     assert stage_files(checkpoints) == {stage: set() for stage in before}
@@ -249,11 +293,11 @@ def live_union_and_joins(spark: Any, tmp_path: Any) -> None:
     assert all(unread.values())
     assert stage_files(checkpoints) == unread
 
-    again = Chain(spark, merges, base, out, checkpoints, added=True)
+    again = Chain(spark, staged, base, out, checkpoints, added=True)
     again.settle()
     again.stop()
     assert stage_files(checkpoints) == {stage: set() for stage in before}
-    assert_direct_rows(merges, base, out)
+    assert_direct_rows(staged, base, out)
     added = read_sink(os.path.join(out, "added"))  # the fourth files' rows, none late
     assert sorted(row["v"] for row in added) == [300, 301, 350, 351]
 
@@ -261,7 +305,7 @@ def live_union_and_joins(spark: Any, tmp_path: Any) -> None:
 FAST = [[("a", 10), ("b", 12)], []]
 SLOW = [[], [("a", 3), ("b", 15), ("a", 11)]]
 """`policy="max"`: one source has rows in each file, so which rows are late does not depend
-on the micro-batches the two stages' rows fall into. After the first files the merged
+on the micro-batches the two sources' files fall into. After the first files the merged
 watermark is the fast source's (12 s): the slow source's rows at 3 s and 11 s are late at
 the union, its row at 3 s (window start 0 s, below 10 s) at the window join."""
 
@@ -293,7 +337,7 @@ def late_rows_under_policy_max(spark: Any, tmp_path: Any) -> None:
 
     add(0)
     chain = Chain(spark, fastest, base, out, checkpoints)
-    assert len(chain.result.queries) == 4
+    assert len(chain.result.queries) == 2  # each sink's query reads both sources: no stage
     chain.settle()
     add(1)
     chain.settle()
@@ -307,7 +351,8 @@ def late_rows_under_policy_max(spark: Any, tmp_path: Any) -> None:
 
 
 SIDE_BY_SIDE_SCENARIOS = {
-    "union and joins": live_union_and_joins,
+    "union and joins": live_union_and_joins_by_their_readers,
+    "union and joins, stages": live_union_and_joins_through_stages,
     "policy max": late_rows_under_policy_max,
 }
 """The module's live chains that run side by side, by name: each takes the session and a
@@ -333,12 +378,19 @@ def raise_failure(scenarios: dict[str, Any], name: str) -> None:
 
 
 def test_live_union_and_joins_agree_with_the_direct_runner(scenarios: dict[str, Any]) -> None:
-    """`live_union_and_joins`, beside `late_rows_under_policy_max`."""
+    """`live_union_and_joins_by_their_readers`, beside the other scenarios."""
     raise_failure(scenarios, "union and joins")
 
 
+def test_live_union_and_joins_through_stages_agree_with_the_direct_runner(
+    scenarios: dict[str, Any],
+) -> None:
+    """`live_union_and_joins_through_stages`, beside the other scenarios."""
+    raise_failure(scenarios, "union and joins, stages")
+
+
 def test_late_rows_of_live_merges_under_policy_max(scenarios: dict[str, Any]) -> None:
-    """`late_rows_under_policy_max`, beside `live_union_and_joins`."""
+    """`late_rows_under_policy_max`, beside the other scenarios."""
     raise_failure(scenarios, "policy max")
 
 

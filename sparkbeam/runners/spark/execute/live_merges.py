@@ -84,6 +84,18 @@ file after the first reader's batch, while other final queries may not have
 read it yet, and it is best effort (files may stay when the driver does not
 stop gracefully).
 
+Where every origin reads straight from a live parquet source, none of this
+runs (`plan.queries.staged_origins`): each source's reader writes on every
+row the watermark of its own files before it (`translate.footers`), so each
+origin's filter is a plain comparison that needs no watermark of its query,
+and the merge runs in the sink's query over the sources themselves. Points
+2 to 4 hold there as written, a source's reader in place of its stage: the
+filter passes the same rows, their maximum is the source's, and the sink's
+query declares each origin's watermark on them. Each sink's query reads and
+judges the files itself, by their footers alone, so two sinks judge a file
+alike; a sink added later reads the directories from their first file, as
+a new query on any live source does.
+
 An update-mode `CombinePerKey` behind a live merge is refused
 (`limits.UPDATE_LIVE_MERGE`): its rows are one per group a final micro-batch
 touched, and which stage batches a final batch holds follows the timing

@@ -39,7 +39,7 @@ from sparkbeam.runners.spark.execute.live_merges import (
 )
 from sparkbeam.runners.spark.execute.progress import Clock, counted, say
 from sparkbeam.runners.spark.execute.streaming import StreamingTranslation
-from sparkbeam.runners.spark.plan.ancestry import ancestors, origins_meet
+from sparkbeam.runners.spark.plan.ancestry import ancestors
 from sparkbeam.runners.spark.plan.keys import (
     INVALID_ROWS,
     ROWS,
@@ -49,13 +49,13 @@ from sparkbeam.runners.spark.plan.keys import (
     model_watermark,
 )
 from sparkbeam.runners.spark.plan.late_filters import Role
-from sparkbeam.runners.spark.plan.queries import is_live, is_replayed
+from sparkbeam.runners.spark.plan.queries import is_live, is_replayed, staged_origins
 from sparkbeam.runners.spark.plan.settings import MAX_POLICY
 from sparkbeam.runners.spark.session.engine_errors import spark_errors
 from sparkbeam.runners.spark.session.paths import paths_of, require_staging, scratch_directory
 from sparkbeam.runners.spark.session.quiet import converting
 from sparkbeam.runners.spark.session.shipping import is_connect
-from sparkbeam.runners.spark.translate.live_footers import sources_started
+from sparkbeam.runners.spark.translate.live_footers import resolved_directories, sources_started
 from sparkbeam.runners.spark.translate.observed import observed_fields
 from sparkbeam.runners.spark.translate.sources import Sink
 from sparkbeam.schema import columns_to_rows
@@ -364,7 +364,11 @@ class StreamingRun:
     the same directory goes on where the last one stopped. Where watermarks
     of different `WithWatermark`s meet over live sources, the stage queries
     write to file sinks that the final query reads, and are shared by the
-    pipeline's sinks (`LiveStages`; why that is exact: `live_merges`).
+    pipeline's sinks (`LiveStages`; why that is exact: `live_merges`), unless
+    each of them reads straight from a live parquet source whose reader
+    judges its rows by the files' footers: then the final query reads the
+    sources itself, each filter comparing with its own watermark, and no
+    stage runs (`plan.queries.staged_origins`).
 
     Its target's queries were refused, if at all, before it is made
     (`plan.refuse_query`: by `p.run()` for a sink, by the result for a
@@ -406,8 +410,8 @@ class StreamingRun:
         checkpoint = join(self.directory, "checkpoint-0")
         self.resumed = self.keep and self.paths.kind(checkpoint) is not None
         """Whether the query goes on from the checkpoint of an earlier one."""
-        origins = [n for n in sorted(upstream) if isinstance(nodes[n].transform, WithWatermark)]
-        staged = set(origins) if origins_meet(nodes, upstream) else set()
+        resolved = resolved_directories(spark, nodes, upstream) if live else {}
+        staged = staged_origins(nodes, target, live, resolved)
         needed = ancestors(nodes, target, stop=staged)
         self.stages: list[Stage] = []
         self.own_stages: LiveStages | None = None

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -143,6 +143,23 @@ def judged_by_footers(node: Node, resolved: str | None = None) -> bool:
     else:
         return False
     return os.path.isdir(directory) and not os.path.exists(os.path.join(directory, SINK_LOG))
+
+
+def merged_by_footers(
+    nodes: Sequence[Node], origins: Iterable[int], resolved: Mapping[int, str]
+) -> bool:
+    """Whether every one of `origins` (`WithWatermark`s whose watermarks meet, over live
+    sources) reads straight from a live parquet source whose reader judges its rows
+    (`judged_by_footers`; `resolved`: the local directories of sources on other URIs). Then
+    each filter compares with its own watermark, written on the rows, and needs no query of
+    its own: the merge runs in the sink's query, with no stage query and no stage files
+    (`execute.live_merges`)."""
+    chosen = list(origins)
+    for origin in chosen:
+        source = nodes[origin].inputs[0]
+        if not judged_by_footers(nodes[source], resolved.get(source)):
+            return False
+    return bool(chosen)
 
 
 def late_filters(nodes: Sequence[Node], query: Query) -> LateFilters:

@@ -9,12 +9,13 @@ asked for.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from sparkbeam.graph import Node
 from sparkbeam.runners.shared.alignment import AlignmentGraph
 from sparkbeam.runners.spark import limits
 from sparkbeam.runners.spark.plan.ancestry import ancestors, origins_meet
+from sparkbeam.runners.spark.plan.late_filters import merged_by_footers
 from sparkbeam.runners.spark.plan.updates import refuse_update_live_merge
 from sparkbeam.transforms.connectors import ReadFromSpark
 from sparkbeam.transforms.files import ReadFiles
@@ -45,12 +46,24 @@ def idles(node: Node) -> bool:
     return isinstance(transform, WithWatermark) and transform.idle_after is not None
 
 
-def staged_origins(nodes: Sequence[Node], target: Node) -> set[int]:
+def staged_origins(
+    nodes: Sequence[Node],
+    target: Node,
+    live: bool = False,
+    resolved: Mapping[int, str] | None = None,
+) -> set[int]:
     """The `WithWatermark`s upstream of `target` that run as stage queries of their own: all of
-    them where watermarks of several meet on the way (none otherwise)."""
+    them where watermarks of several meet on the way (none otherwise). In a run with sinks
+    (`live`), none either where every one of them reads straight from a live parquet source
+    whose reader judges its rows (`late_filters.merged_by_footers`; `resolved`: the local
+    directories of sources on other URIs): the merge then runs in the sink's own query."""
     upstream = ancestors(nodes, target)
     origins = {n for n in upstream if isinstance(nodes[n].transform, WithWatermark)}
-    return origins if origins_meet(nodes, upstream) else set()
+    if not origins_meet(nodes, upstream):
+        return set()
+    if live and merged_by_footers(nodes, origins, resolved or {}):
+        return set()
+    return origins
 
 
 def refuse_query(nodes: Sequence[Node], target: Node, sink: bool, live: bool) -> None:
