@@ -17,6 +17,7 @@ pytest_plugins = [
     "tests.interrupt",
     "tests.runners.spark.own_sessions",
     "tests.runners.spark.background_cluster",
+    "tests.runners.spark.drivers",
     "tests.background_connect",
 ]
 

@@ -3,10 +3,11 @@
 A pytest plugin (`tests/conftest.py` loads it): as the suite's collection ends, when a test
 of test_cluster.py that reads the drivers' results (`drivers`) is among the tests, a thread
 starts a standalone master and one worker from pyspark's own `spark-class` on 127.0.0.1,
-then both driver processes (`cluster_job.py`, `ship` and `no-ship`), so that their JVMs run
-beside the suite's, which leaves a core idle part of the time. The fixture waits for the
-drivers (`cluster_of`); the module's end, or the suite's at the latest (`pytest_unconfigure`:
-also after `-x`, Ctrl-C or a failure), stops every process of the cluster.
+then the driver process (`cluster_job.py`: its `no-ship` application, then its `ship` one),
+so that its JVMs run beside the suite's, which leaves a core idle part of the time. The
+fixture waits for the driver (`cluster_of`); the module's end, or the suite's at the latest
+(`pytest_unconfigure`: also after `-x`, Ctrl-C or a failure), stops every process of the
+cluster.
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ from tests.runners.spark import cluster_job
 ROOT = Path(__file__).resolve().parents[3]
 WORKERS_PYTHON = ROOT / ".venv-workers" / "bin" / "python"
 SPARK_HOME = Path(pyspark.__file__).parent
-MODES = ("ship", "no-ship")
-"""The two driver jobs: with sparkbeam shipped to the workers and without."""
+MODES = ("no-ship", "ship")
+"""The driver's two applications, in this order: without sparkbeam shipped to the workers (it
+fails at its first job), then with it."""
 
 CLUSTER = pytest.StashKey["Cluster"]()
 """The suite's cluster, once started, in the config's stash."""
@@ -64,7 +66,7 @@ class Driver:
 
 
 class Cluster:
-    """A master and one worker (2 cores, 2 GiB), then both drivers, started by a thread
+    """A master and one worker (2 cores, 2 GiB), then the driver, started by a thread
     (`start`); `drivers` waits for that thread, `stop` ends every process it started."""
 
     def __init__(self) -> None:
@@ -85,7 +87,8 @@ class Cluster:
         self.thread.start()
 
     def drivers(self, seconds: float = 600) -> dict[str, Driver]:
-        """Both drivers, once started (the master and worker up), by mode."""
+        """The driver, once started (the master and worker up), by mode (one process runs
+        both)."""
         self.thread.join(seconds)
         if self.failure is not None:
             raise self.failure
@@ -152,29 +155,29 @@ class Cluster:
             self.failure = failure
 
     def _start_drivers(self) -> None:
-        """cluster_job.py (sparkbeam installed) as two applications side by side, each with
-        one of the worker's two cores: the second needs no wait for the first (a driver's
-        start-up is most of its time)."""
+        """cluster_job.py (sparkbeam installed) as one driver process that runs its
+        applications one after the other (`MODES`), each with the worker's two cores: one
+        driver's start (Python and a JVM) less than a driver per application."""
         env = {
             **os.environ,
             "PYSPARK_PYTHON": str(WORKERS_PYTHON),
             "PYTHONPATH": str(ROOT),
             "SPARK_LAUNCHER_OPTS": cluster_job.SHORT_LIVED_JVM,
         }
-        for mode in MODES:
-            # not the repository: the workers must not find sparkbeam there
-            cwd = self.directory / mode
-            cwd.mkdir()
-            stdout, stderr = cwd / "stdout", cwd / "stderr"
-            with open(stdout, "wb") as out, open(stderr, "wb") as err:
-                process = self._spawn(
-                    [sys.executable, str(Path(cluster_job.__file__)), self.url, mode],
-                    env,
-                    out,
-                    err,
-                    cwd,
-                )
-            self.started[mode] = Driver(process, stdout, stderr)
+        # not the repository: the workers must not find sparkbeam there
+        cwd = self.directory / "driver"
+        cwd.mkdir()
+        stdout, stderr = cwd / "stdout", cwd / "stderr"
+        with open(stdout, "wb") as out, open(stderr, "wb") as err:
+            process = self._spawn(
+                [sys.executable, str(Path(cluster_job.__file__)), self.url, *MODES],
+                env,
+                out,
+                err,
+                cwd,
+            )
+        driver = Driver(process, stdout, stderr)
+        self.started.update({mode: driver for mode in MODES})
 
     def stop(self) -> None:
         """End every process started (drivers first, then worker and master: politely,

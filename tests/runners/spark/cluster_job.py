@@ -198,11 +198,11 @@ def run_all(runner: Any) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-if __name__ == "__main__":
-    master, ship = sys.argv[1], sys.argv[2] == "ship"
+def run_application(master: str, mode: str) -> None:
+    """Every pipeline as one application on `master`, sparkbeam shipped to the workers or not
+    (`mode`): a RESULT or ERROR line naming the mode."""
     conf = {
         "spark.executor.memory": "768m",
-        "spark.cores.max": "1",  # the two drivers of the test run side by side
         "spark.sql.shuffle.partitions": "2",
         "spark.ui.enabled": "false",
         "spark.sql.session.timeZone": "UTC",
@@ -214,12 +214,19 @@ if __name__ == "__main__":
     # them: on this one-machine cluster the driver's disk is that place, named as a URI.
     staging = Path(tempfile.mkdtemp(prefix="sparkbeam-staging-"))
     runner = sb.SparkRunner(
-        master=master, conf=conf, ship_package=ship, staging_location=staging.as_uri()
+        master=master, conf=conf, ship_package=mode == "ship", staging_location=staging.as_uri()
     )
     try:
-        print("RESULT " + json.dumps(run_all(runner)))
+        print(f"RESULT {mode} " + json.dumps(run_all(runner)), flush=True)
     except Exception as exc:
-        print(f"ERROR {type(exc).__name__}: {exc}")
+        print(f"ERROR {mode} {type(exc).__name__}: {exc}", flush=True)
     finally:
         runner.spark.stop()
         shutil.rmtree(staging, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    # The applications one after the other in this driver: a session stopped, the next one
+    # starts on the same JVM as a new application, with executors of its own.
+    for mode in sys.argv[2:]:
+        run_application(sys.argv[1], mode)

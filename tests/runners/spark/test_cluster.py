@@ -32,9 +32,9 @@ pytestmark = pytest.mark.spark
 
 @pytest.fixture(scope="module")
 def drivers(request: pytest.FixtureRequest) -> Iterator[dict[str, Driver]]:
-    """Both driver processes of the module (`ship`, `no-ship`), on a cluster started in
-    the background as the suite's collection ended (`background_cluster.py`), which is
-    stopped after the module."""
+    """The module's driver by application (`no-ship`, then `ship`: one process runs both),
+    on a cluster started in the background as the suite's collection ended
+    (`background_cluster.py`), which is stopped after the module."""
     cluster = cluster_of(request.config)
     try:
         yield cluster.drivers()
@@ -42,12 +42,15 @@ def drivers(request: pytest.FixtureRequest) -> Iterator[dict[str, Driver]]:
         cluster.stop()
 
 
-def outcome(driver: Driver) -> str:
-    """The driver's RESULT or ERROR line, once it ended."""
+def outcome(driver: Driver, mode: str) -> str:
+    """The RESULT or ERROR line of the driver's application `mode`, once the driver ended
+    (without the mode)."""
     stdout, stderr = driver.output(seconds=600)
-    lines = [line for line in stdout.splitlines() if line.startswith(("RESULT", "ERROR"))]
-    assert lines, f"the driver printed no result:\n{stdout[-3000:]}\n{stderr[-3000:]}"
-    return lines[-1]
+    marks = (f"RESULT {mode} ", f"ERROR {mode} ")
+    lines = [line for line in stdout.splitlines() if line.startswith(marks)]
+    assert lines, f"{mode}: no result:\n{stdout[-3000:]}\n{stderr[-3000:]}"
+    kind, _, rest = lines[-1].partition(f" {mode} ")
+    return f"{kind} {rest}"
 
 
 def workers_import(module: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -105,7 +108,7 @@ def bag(rows: list[dict[str, Any]]) -> Counter[str]:
 def test_pipelines_on_a_cluster_without_sparkbeam_give_the_direct_runners_rows(
     drivers: dict[str, Driver],
 ) -> None:
-    line = outcome(drivers["ship"])
+    line = outcome(drivers["ship"], "ship")
     assert line.startswith("RESULT"), line
     spark = json.loads(line[len("RESULT ") :])
     direct = cluster_job.run_all(sb.DirectRunner())
@@ -123,7 +126,7 @@ def test_pipelines_on_a_cluster_without_sparkbeam_give_the_direct_runners_rows(
 def test_without_shipping_the_error_names_the_missing_package(
     drivers: dict[str, Driver],
 ) -> None:
-    line = outcome(drivers["no-ship"])
+    line = outcome(drivers["no-ship"], "no-ship")
     assert line.startswith("ERROR PipelineError"), line
     assert "'sparkbeam" in line
     assert "ship_package" in line

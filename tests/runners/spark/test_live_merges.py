@@ -30,7 +30,7 @@ import sparkbeam as sb
 from sparkbeam.runners.spark import limits
 from sparkbeam.runners.spark.results.streaming_results import WORKER_NOT_BACK
 from tests.agreement.pipelines import row_multiset
-from tests.runners.spark.drivers import ROOT, SESSION, kill_during_batch
+from tests.runners.spark.drivers import kill_during_batch
 
 pytestmark = pytest.mark.spark
 
@@ -394,15 +394,14 @@ def test_late_rows_of_live_merges_under_policy_max(scenarios: dict[str, Any]) ->
     raise_failure(scenarios, "policy max")
 
 
-KILLED_DRIVER = (
-    SESSION
-    + """
+KILLED_DRIVER = """
 from tests.runners.spark.test_live_merges import Chain, joined
 Chain(spark, joined, {base!r}, {out!r}, {checkpoints!r}, slow={slow!r}).settle()
 """
-)
+"""What the killed driver runs (`drivers.kill_during_batch`: its session is `spark`)."""
 
 
+@pytest.mark.killed_driver
 def test_a_live_join_survives_a_clean_stop_and_a_driver_killed_during_a_batch(
     spark: Any, tmp_path: Any
 ) -> None:
@@ -425,7 +424,7 @@ def test_a_live_join_survives_a_clean_stop_and_a_driver_killed_during_a_batch(
 
     add_epoch(base, 2)
     open(slow, "w").close()
-    script = KILLED_DRIVER.format(root=ROOT, base=base, out=out, checkpoints=checkpoints, slow=slow)
+    script = KILLED_DRIVER.format(base=base, out=out, checkpoints=checkpoints, slow=slow)
     kill_during_batch(script, slow, 180)
 
     add_epoch(base, 3)

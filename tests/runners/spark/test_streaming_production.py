@@ -22,7 +22,7 @@ import pytest
 import sparkbeam as sb
 from sparkbeam.runners.spark.plan.late_filters import judged_by_footers
 from tests.agreement.pipelines import row_multiset
-from tests.runners.spark.drivers import ROOT, SESSION, kill_during_batch
+from tests.runners.spark.drivers import kill_during_batch
 from tests.tracebacks import assert_short_as_direct
 
 pytestmark = pytest.mark.spark
@@ -190,18 +190,17 @@ def test_live_files_survive_a_stop_between_batches_and_a_stop_during_one(
     assert row_multiset(read_sink(out)) == row_multiset(direct_before_flush(source))
 
 
-KILLED_DRIVER = (
-    SESSION
-    + """
+KILLED_DRIVER = """
 import sparkbeam as sb
 from tests.runners.spark.test_streaming_production import per_window
 p = sb.Pipeline(runner=sb.SparkRunner(spark=spark, checkpoint_location={checkpoints!r}))
 per_window(p, {source!r}, {slow!r}).write_files({out!r})
 p.run().process_all_available()
 """
-)
+"""What the killed driver runs (`drivers.kill_during_batch`: its session is `spark`)."""
 
 
+@pytest.mark.killed_driver
 def test_live_files_survive_a_driver_killed_during_a_batch(spark: Any, tmp_path: Any) -> None:
     """The driver (Python and its JVM) killed with SIGKILL in the middle of the first
     micro-batch; a new one started on the same checkpoint writes every row once."""
@@ -211,9 +210,7 @@ def test_live_files_survive_a_driver_killed_during_a_batch(spark: Any, tmp_path:
     for index in range(3):
         write_epoch(source, index)
     open(slow, "w").close()
-    script = KILLED_DRIVER.format(
-        root=ROOT, checkpoints=checkpoints, source=source, slow=slow, out=out
-    )
+    script = KILLED_DRIVER.format(checkpoints=checkpoints, source=source, slow=slow, out=out)
     kill_during_batch(script, slow, 120)
     assert os.listdir(checkpoints)  # the killed query left its checkpoint
 

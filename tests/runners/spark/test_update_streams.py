@@ -26,7 +26,7 @@ import sparkbeam as sb
 from sparkbeam.runners.spark.translate.update_groups import read_columns
 from tests.agreement.pipelines import row_multiset
 from tests.agreement.streams import KeysSeen, outcome, side_by_side
-from tests.runners.spark.drivers import ROOT, SESSION, kill_during_batch
+from tests.runners.spark.drivers import kill_during_batch
 
 pytestmark = pytest.mark.spark
 
@@ -417,16 +417,15 @@ def test_a_replayed_update_stream_into_sinks_gives_the_direct_runners_change_row
     assert row_multiset(called) == row_multiset([row for rows in direct_calls for row in rows])
 
 
-KILLED_DRIVER = (
-    SESSION
-    + """
+KILLED_DRIVER = """
 from pathlib import Path
 from tests.runners.spark.test_update_streams import run_live
 run_live(spark, Path({source!r}), Path({out!r}), Path({checkpoints!r}), {slow!r})
 """
-)
+"""What the killed driver runs (`drivers.kill_during_batch`: its session is `spark`)."""
 
 
+@pytest.mark.killed_driver
 def test_a_live_update_stream_survives_a_driver_killed_during_a_batch(
     spark: Any, tmp_path: Path
 ) -> None:
@@ -439,7 +438,7 @@ def test_a_live_update_stream_survives_a_driver_killed_during_a_batch(
         write_live_epoch(source, index, rows)
     open(slow, "w").close()
     script = KILLED_DRIVER.format(
-        root=ROOT, source=str(source), out=str(out), checkpoints=str(checkpoints), slow=slow
+        source=str(source), out=str(out), checkpoints=str(checkpoints), slow=slow
     )
     kill_during_batch(script, slow, 120)
     assert os.listdir(checkpoints)  # the killed query left its checkpoint
