@@ -79,7 +79,13 @@ SPARK_CONF = {
     # used a third less CPU over three streaming agreement tests (72 and 75 s against 103
     # and 119 s, alternating runs). Over the whole suite no difference showed beyond the
     # noise of single runs (948 s with C1, 919 s with C2 on a run that shared the machine).
-    "spark.driver.extraJavaOptions": "-XX:+UseParallelGC -XX:TieredStopAtLevel=1",
+    # With the quick compiler alone the JVM sizes its compiled-code cache at 48 MB, which the
+    # suite's generated code filled (49 of 48 MB at its largest, 20 minutes in): the cache's
+    # sweeper had then spent 84 CPU-seconds throwing compiled code out, to compile it again.
+    # 256 MB is reserved address space, used only as filled.
+    "spark.driver.extraJavaOptions": (
+        "-XX:+UseParallelGC -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m"
+    ),
     # A streaming query with nothing new to read looks again after this delay (Spark's
     # default is 10 ms). The runner feeds epochs to several queries in turn, so most of
     # them wait at any moment: polling every 10 ms costs each about 6 percent of a core,

@@ -22,11 +22,13 @@ import sparkbeam as sb
 
 T0 = datetime(2026, 4, 1, 10, 0)
 
-SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=128m"
 """Java options for every JVM of the cluster test (master, worker, spark-class's launcher,
 drivers, executors), the Spark Connect server's and test_defaults.py's `own_sessions`
 process's: each lives a minute or two, on two cores, where the optimizing compiler's and the
-parallel collector's threads cost more than they give back."""
+parallel collector's threads cost more than they give back. The quick compiler alone sizes the
+compiled-code cache at 48 MB, which the suite's own JVM filled (`tests/conftest.py`'s SPARK_CONF):
+these get room too."""
 
 
 def at(seconds: float) -> datetime:
