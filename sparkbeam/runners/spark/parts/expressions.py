@@ -12,7 +12,7 @@ Spark's `try_*` functions detect those cases without ANSI's own error.
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -33,6 +33,11 @@ SPARK_TYPES = {
 }
 
 
+SHARED_ABOVE = 1_000
+"""An operand whose Column prints longer than this many characters is computed once per row
+and handed to its node by name (`Compiler.once`)."""
+
+
 class Compiler:
     """The Columns of one transform's expressions over its input `schema`."""
 
@@ -51,6 +56,24 @@ class Compiler:
             return value  # a column passed through keeps Spark's event-time metadata
         kind = bound.output_type
         return value.cast(SPARK_TYPES[kind]) if kind in SPARK_TYPES else value
+
+    def once(self, operands: Sequence[Column], body: Callable[..., Column]) -> Column:
+        """`body(*operands)`, each operand computed once per row where one is large.
+
+        The Columns of `//`, `%`, a cast and the overflow checks repeat their
+        operands, so nested ones grow exponentially: six nested float `//` are
+        a million nodes, which Spark's analyzer copies until the driver's heap
+        is full. A large operand goes in as a field of a one-element array
+        that a lambda maps (`transform`): Spark computes it once, where the
+        node is computed (inside a `when` branch only when the branch is
+        taken), and the body refers to it by name. Small ones stay inline,
+        where Spark's generated code evaluates them."""
+        if all(len(str(operand)) <= SHARED_ABOVE for operand in operands):
+            return body(*operands)
+        names = [f"x{index}" for index in range(len(operands))]
+        packed = F.array(F.struct(*(o.alias(n) for o, n in zip(operands, names, strict=True))))
+        mapped = F.transform(packed, lambda row: body(*(row[name] for name in names)))
+        return F.element_at(mapped, 1)
 
     def overflow(self, bound: BoundExpr, checked: Column, *operands: Column) -> Column:
         """`checked` (a `try_*` result), failing where it is null but no operand is."""
@@ -142,15 +165,23 @@ def _python_float_floordiv(a: Column, b: Column) -> Column:
 
 @compiles(ex.Arith)
 def _arith(c: Compiler, bound: BoundExpr) -> Column:
-    expr = bound.expr
     if len(bound.args) == 1:  # a shift by a constant
-        base = c.column(bound.args[0])
-        delta = _long(bound.detail)
-        if bound.output_type is _dt.datetime:
-            return _in_calendar(c, bound, F.unix_micros(base) + delta)
-        return c.overflow(bound, F.try_add(base, delta), base)
+        return c.once([c.column(bound.args[0])], lambda base: _shift(c, bound, base))
     kind = bound.detail
     a, b = (c.column(arg).cast(SPARK_TYPES[kind]) for arg in bound.args)
+    return c.once([a, b], lambda a, b: _arith_of(c, bound, a, b))
+
+
+def _shift(c: Compiler, bound: BoundExpr, base: Column) -> Column:
+    delta = _long(bound.detail)
+    if bound.output_type is _dt.datetime:
+        return _in_calendar(c, bound, F.unix_micros(base) + delta)
+    return c.overflow(bound, F.try_add(base, delta), base)
+
+
+def _arith_of(c: Compiler, bound: BoundExpr, a: Column, b: Column) -> Column:
+    expr = bound.expr
+    kind = bound.detail
     op = expr.op
     if kind is int and op in "+-*":
         function = {"+": F.try_add, "-": F.try_subtract, "*": F.try_multiply}[op]
@@ -180,7 +211,7 @@ def _neg(c: Compiler, bound: BoundExpr) -> Column:
     a = c.column(bound.args[0])
     if bound.output_type is float:
         return -a
-    return c.overflow(bound, F.try_subtract(_long(0), a), a)
+    return c.once([a], lambda a: c.overflow(bound, F.try_subtract(_long(0), a), a))
 
 
 @compiles(ex.Compare)
@@ -218,9 +249,13 @@ def _cast(c: Compiler, bound: BoundExpr) -> Column:
     a = c.column(operand)
     if operand.output_type in (bound.output_type, ex.NULL):
         return a
-    converted = a.try_cast(SPARK_TYPES[bound.output_type])
     message = f"{bound.expr}: the value cannot be converted (Spark's ANSI cast rules)"
-    return c.fail_when(a.isNotNull() & converted.isNull(), message, converted)
+
+    def checked(a: Column) -> Column:
+        converted = a.try_cast(SPARK_TYPES[bound.output_type])
+        return c.fail_when(a.isNotNull() & converted.isNull(), message, converted)
+
+    return c.once([a], checked)
 
 
 _STRING_FUNCTIONS: dict[str, Callable[[Column], Column]] = {
@@ -253,12 +288,15 @@ def _concat(c: Compiler, bound: BoundExpr) -> Column:
 
 @compiles(ex.Truncate)
 def _truncate(c: Compiler, bound: BoundExpr) -> Column:
-    base = c.column(bound.args[0])
     unit = _long(bound.detail)
-    if bound.output_type is _dt.datetime:
-        micros = F.unix_micros(base)
-        return _in_calendar(c, bound, micros - F.pmod(micros, unit))
-    return c.overflow(bound, F.try_subtract(base, F.pmod(base, unit)), base)
+
+    def truncated(base: Column) -> Column:
+        if bound.output_type is _dt.datetime:
+            micros = F.unix_micros(base)
+            return _in_calendar(c, bound, micros - F.pmod(micros, unit))
+        return c.overflow(bound, F.try_subtract(base, F.pmod(base, unit)), base)
+
+    return c.once([c.column(bound.args[0])], truncated)
 
 
 @compiles(ex.TimePart)
