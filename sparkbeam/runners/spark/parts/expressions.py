@@ -61,9 +61,10 @@ class Compiler:
         """`body(*operands)`, each operand computed once per row where one is large.
 
         The Columns of `//`, `%`, a cast and the overflow checks repeat their
-        operands, so nested ones grow exponentially: six nested float `//` are
-        a million nodes, which Spark's analyzer copies until the driver's heap
-        is full. A large operand goes in as a field of a one-element array
+        operands, so nested ones grow exponentially: two levels of
+        `(x // 1.5) % 7.0 + x` printed as 14 million characters, and a
+        deeper random expression filled the driver's heap in Spark's
+        analyzer. A large operand goes in as a field of a one-element array
         that a lambda maps (`transform`): Spark computes it once, where the
         node is computed (inside a `when` branch only when the branch is
         taken), and the body refers to it by name. Small ones stay inline,
