@@ -37,10 +37,10 @@ query's start to the end of its first data batch, and the median of the later
 data batches (`triggerExecution`), each against the hand-written query's of the
 same round (medians of the ratios).
 
-After the rounds, `sparkbeam`'s sums (and the unions' against the direct
-runner's union) (the rows its sink was given in its last
-round, turned into sums after its clock stopped) are checked against the
-direct runner's over the same files: every row it emits before the end of
+After the rounds, each sparkbeam variant's sums (the rows its sink was given
+in its last round, turned into sums after its clock stopped) are checked
+against the direct runner's over the same files (the unions' against its
+union): every row it emits before the end of
 input (a live source never ends, so Spark never flushes); a difference stops
 the benchmark. The hand-written variants are not checked (Spark's own rule
 for late rows: other sums by design; their sink only counts rows).
@@ -164,78 +164,66 @@ def deduplicating() -> Iterator[None]:
         late_filters.judged_by_footers = chosen
 
 
-def run_sparkbeam(
-    spark: SparkSession, data: str, answer: dict[str, Sums], name: str = "sparkbeam"
-) -> float:
-    """Seconds to run the pipeline through the backlog; the sums of the rows its sink was
-    given (made after the clock) into `answer[name]`."""
-    given: list[dict[str, Any]] = []
-
-    def sink(rows: list[dict[str, Any]], batch_id: int) -> None:
-        given.extend(rows)
-
-    with deduplicating() if name != "sparkbeam" else contextlib.nullcontext():
-        start = time.perf_counter()
-        p = sb.Pipeline(runner=sb.SparkRunner(spark=spark))
-        windowed_totals(p | sb.ReadFiles(data, schema=ROWS, streaming=True)).for_each_batch(sink)
-        result = p.run()
-        result.process_all_available()
-        seconds = time.perf_counter() - start
-        (query,) = result.queries
-        BATCHES.setdefault(name, []).append(batch_times(query, start, start + seconds))
-        result.stop()
-    answer[name] = sums(given)
-    return seconds
+Build = Callable[[sb.Pipeline], sb.PCollection]
+"""A pipeline's windowed totals, built on the given pipeline."""
 
 
-def union_totals(p: sb.Pipeline, data: str, other: str) -> sb.PCollection:
+def single_totals(data: str) -> Build:
+    """The usual job over the live directory `data`."""
+    return lambda p: windowed_totals(p | sb.ReadFiles(data, schema=ROWS, streaming=True))
+
+
+def union_totals(data: str, other: str) -> Build:
     """The windowed totals of two live sources merged: `data` with a 5-second delay, `other`
     (the same files) with a 10-second one, so their watermarks meet at the `Union`."""
-    first = (p | "first" >> sb.ReadFiles(data, schema=ROWS, streaming=True)).with_watermark(
-        "event_time", "5 seconds"
-    )
-    second = (p | "second" >> sb.ReadFiles(other, schema=ROWS, streaming=True)).with_watermark(
-        "event_time", "10 seconds"
-    )
-    union = first.union(second).tumble("event_time", "60 seconds")
-    return union.combine_per_key(["key", "window_start", "window_end"], total=sb.Sum("amount"))
+
+    def build(p: sb.Pipeline) -> sb.PCollection:
+        first = p | "first" >> sb.ReadFiles(data, schema=ROWS, streaming=True)
+        second = p | "second" >> sb.ReadFiles(other, schema=ROWS, streaming=True)
+        union = first.with_watermark("event_time", "5 seconds").union(
+            second.with_watermark("event_time", "10 seconds")
+        )
+        totals = union.tumble("event_time", "60 seconds")
+        return totals.combine_per_key(["key", "window_start", "window_end"], total=sb.Sum("amount"))
+
+    return build
 
 
-def run_union(
-    spark: SparkSession, data: str, other: str, answer: dict[str, Sums], name: str
+QUERIES: dict[str, int] = {}
+"""The streaming queries each sparkbeam variant ran."""
+
+
+def run_sparkbeam(
+    spark: SparkSession,
+    build: Build,
+    answer: dict[str, Sums],
+    name: str,
+    deduplicate: bool = False,
+    batches: bool = True,
 ) -> float:
-    """Seconds to run the live union through both backlogs into a sink: with each source's
-    reader judging its rows in the sink's one query (`name` without "stage"), or with a stage
-    query per source as for other formats; the sums of the rows the sink was given into
-    `answer[name]`."""
+    """Seconds to run the pipeline `build` makes through the backlog into a sink (with
+    `deduplicate`, the late-row filter the runner uses for sources it cannot judge by their
+    footers); the sums of the rows the sink was given (made after the clock) into
+    `answer[name]`, its first and later batches apart into `BATCHES` (`batches`: one query)."""
     given: list[dict[str, Any]] = []
 
     def sink(rows: list[dict[str, Any]], batch_id: int) -> None:
         given.extend(rows)
 
-    with deduplicating() if "stage" in name else contextlib.nullcontext():
+    with deduplicating() if deduplicate else contextlib.nullcontext():
         start = time.perf_counter()
         p = sb.Pipeline(runner=sb.SparkRunner(spark=spark))
-        union_totals(p, data, other).for_each_batch(sink)
+        build(p).for_each_batch(sink)
         result = p.run()
         result.process_all_available()
         seconds = time.perf_counter() - start
         QUERIES[name] = len(result.queries)
+        if batches:
+            (query,) = result.queries
+            BATCHES.setdefault(name, []).append(batch_times(query, start, start + seconds))
         result.stop()
     answer[name] = sums(given)
     return seconds
-
-
-QUERIES: dict[str, int] = {}
-"""The queries each union variant ran."""
-
-
-def direct_union_sums(data: str, other: str) -> Sums:
-    """The live union's reference: the direct runner over the same files, before its flush."""
-    p = sb.Pipeline(runner=sb.DirectRunner())
-    totals = union_totals(p, data, other)
-    epochs = p.run().collect_by_epoch(totals)
-    return sums([row for rows in epochs[:-1] for row in rows])
 
 
 def print_batches(names: list[str]) -> None:
@@ -256,11 +244,11 @@ def print_batches(names: list[str]) -> None:
         )
 
 
-def direct_sums(data: str) -> Sums:
+def direct_sums(build: Build) -> Sums:
     """The reference: the direct runner over the same files, what it emits before the
     end-of-input flush."""
     p = sb.Pipeline(runner=sb.DirectRunner())
-    totals = windowed_totals(p | sb.ReadFiles(data, schema=ROWS, streaming=True))
+    totals = build(p)
     epochs = p.run().collect_by_epoch(totals)
     return sums([row for rows in epochs[:-1] for row in rows])
 
@@ -274,6 +262,7 @@ def main() -> None:
     for name in os.listdir(data):  # the same files, modification times too
         shutil.copy2(os.path.join(data, name), other)
     assert SCHEMA.names == list(ROWS.names)
+    single, union = single_totals(data), union_totals(data, other)
     one = dict([ONE_WATERMARK])
     rocks = dict([STATE_STORE])  # RocksDB as it comes
     changelog = dict([CHANGELOG])
@@ -299,32 +288,41 @@ def main() -> None:
         ),
         "+ dedup filter on row id and judge only": backlog(narrow_dedup_filter, one),
         "+ transformWithState filter": backlog(tws_filter, TWS),
-        "sparkbeam": lambda: run_sparkbeam(spark, data, answer),
+        "sparkbeam": lambda: run_sparkbeam(spark, single, answer, "sparkbeam"),
         "sparkbeam, deduplication": lambda: run_sparkbeam(
-            spark, data, answer, "sparkbeam, deduplication"
+            spark, single, answer, "sparkbeam, deduplication", deduplicate=True
         ),
-        "sparkbeam live union, readers": lambda: run_union(
-            spark, data, other, answer, "sparkbeam live union, readers"
+        "sparkbeam live union, readers": lambda: run_sparkbeam(
+            spark, union, unions, "sparkbeam live union, readers", batches=False
         ),
-        "sparkbeam live union, stage queries": lambda: run_union(
-            spark, data, other, answer, "sparkbeam live union, stage queries"
+        "sparkbeam live union, stage queries": lambda: run_sparkbeam(
+            spark,
+            union,
+            unions,
+            "sparkbeam live union, stage queries",
+            deduplicate=True,
+            batches=False,
         ),
     }
     answer: dict[str, Sums] = {}
+    unions: dict[str, Sums] = {}
     title = (
         f"Spark streaming, live file source with a backlog: watermark + tumble 60 s + per-key "
         f"sum, {args.rows:,} rows, {args.epochs} files, local[2]"
     )
-    union: dict[str, Sums] = {}
 
     def check(names: list[str]) -> list[str]:
-        union.update({name: answer.pop(name) for name in list(answer) if "union" in name})
-        single = [name for name in names if "union" not in name]
-        checked = check_variants(single, answer, "the direct runner", lambda: direct_sums(data))
-        merged = [name for name in names if "union" in name]
+        checked = check_variants(
+            [name for name in names if name not in unions],
+            answer,
+            "the direct runner",
+            lambda: direct_sums(single),
+        )
+        merged = [name for name in names if name in unions]
         if merged:
-            want = direct_union_sums(data, other)
-            checked += check_variants(merged, union, "the direct runner's union", lambda: want)
+            checked += check_variants(
+                merged, unions, "the direct runner's union", lambda: direct_sums(union)
+            )
             checked += [f"{name}: streaming queries run: {QUERIES[name]}" for name in merged]
         return checked
 

@@ -25,6 +25,8 @@ import grpc_status
 import typing_extensions
 import zstandard
 
+from tests.runners.spark.cluster_job import SHORT_LIVED_JVM
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 CONF = {
@@ -38,8 +40,7 @@ CONF = {
     "spark.driver.memory": "1g",
     "spark.sql.streaming.pollingDelay": "100ms",  # why: tests/conftest.py's SPARK_CONF
     "spark.sql.codegen.cache.maxEntries": "5000",  # why: the same
-    # why: tests/runners/spark/cluster_job.py's SHORT_LIVED_JVM (the server lives a module)
-    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+    "spark.driver.extraJavaOptions": SHORT_LIVED_JVM,  # the server lives a module
 }
 
 WORKERS_PYTHON = os.path.join(ROOT, ".venv-workers", "bin", "python")

@@ -1,7 +1,7 @@
-"""test_cluster.py's standalone cluster and its two driver jobs, started in the background.
+"""test_cluster.py's standalone cluster and its driver, started in the background.
 
 A pytest plugin (`tests/conftest.py` loads it): as the suite's collection ends, when a test
-of test_cluster.py that reads the drivers' results (`drivers`) is among the tests, a thread
+of test_cluster.py that reads the driver's results (`driver`) is among the tests, a thread
 starts a standalone master and one worker from pyspark's own `spark-class` on 127.0.0.1,
 then the driver process (`cluster_job.py`: its `no-ship` application, then its `ship` one),
 so that its JVMs run beside the suite's, which leaves a core idle part of the time. The
@@ -67,13 +67,13 @@ class Driver:
 
 class Cluster:
     """A master and one worker (2 cores, 2 GiB), then the driver, started by a thread
-    (`start`); `drivers` waits for that thread, `stop` ends every process it started."""
+    (`start`); `driver` waits for that thread, `stop` ends every process it started."""
 
     def __init__(self) -> None:
         self.directory = Path(tempfile.mkdtemp(prefix="sparkbeam-cluster-"))
         self.port = free_port()
         self.processes: list[subprocess.Popen[bytes]] = []
-        self.started: dict[str, Driver] = {}
+        self.started: Driver | None = None
         self.failure: BaseException | None = None
         self.stopping = threading.Event()
         self.lock = threading.Lock()
@@ -86,13 +86,12 @@ class Cluster:
     def start(self) -> None:
         self.thread.start()
 
-    def drivers(self, seconds: float = 600) -> dict[str, Driver]:
-        """The driver, once started (the master and worker up), by mode (one process runs
-        both)."""
+    def driver(self, seconds: float = 600) -> Driver:
+        """The driver, once started (the master and worker up)."""
         self.thread.join(seconds)
         if self.failure is not None:
             raise self.failure
-        assert set(self.started) == set(MODES), f"the cluster did not start within {seconds} s"
+        assert self.started is not None, f"the cluster did not start within {seconds} s"
         return self.started
 
     def _spawn(
@@ -150,11 +149,11 @@ class Cluster:
                 log=logs / "worker.log",
             )  # fmt: skip
             self._wait_for(logs / "worker.log", "Successfully registered with master", worker)
-            self._start_drivers()
+            self._start_driver()
         except BaseException as failure:
             self.failure = failure
 
-    def _start_drivers(self) -> None:
+    def _start_driver(self) -> None:
         """cluster_job.py (sparkbeam installed) as one driver process that runs its
         applications one after the other (`MODES`), each with the worker's two cores: one
         driver's start (Python and a JVM) less than a driver per application."""
@@ -176,11 +175,10 @@ class Cluster:
                 err,
                 cwd,
             )
-        driver = Driver(process, stdout, stderr)
-        self.started.update({mode: driver for mode in MODES})
+        self.started = Driver(process, stdout, stderr)
 
     def stop(self) -> None:
-        """End every process started (drivers first, then worker and master: politely,
+        """End every process started (the driver first, then worker and master: politely,
         then by force) and remove the logs."""
         self.stopping.set()
         if self.thread.is_alive():
@@ -210,7 +208,7 @@ def cluster_of(config: pytest.Config) -> Cluster:
 def pytest_collection_finish(session: pytest.Session) -> None:
     if session.config.option.collectonly:
         return
-    if any("drivers" in getattr(item, "fixturenames", ()) for item in session.items):
+    if any("driver" in getattr(item, "fixturenames", ()) for item in session.items):
         cluster_of(session.config)
 
 

@@ -31,13 +31,13 @@ pytestmark = pytest.mark.spark
 
 
 @pytest.fixture(scope="module")
-def drivers(request: pytest.FixtureRequest) -> Iterator[dict[str, Driver]]:
-    """The module's driver by application (`no-ship`, then `ship`: one process runs both),
+def driver(request: pytest.FixtureRequest) -> Iterator[Driver]:
+    """The module's driver (one process runs its applications `no-ship`, then `ship`),
     on a cluster started in the background as the suite's collection ended
     (`background_cluster.py`), which is stopped after the module."""
     cluster = cluster_of(request.config)
     try:
-        yield cluster.drivers()
+        yield cluster.driver()
     finally:
         cluster.stop()
 
@@ -106,9 +106,9 @@ def bag(rows: list[dict[str, Any]]) -> Counter[str]:
 
 
 def test_pipelines_on_a_cluster_without_sparkbeam_give_the_direct_runners_rows(
-    drivers: dict[str, Driver],
+    driver: Driver,
 ) -> None:
-    line = outcome(drivers["ship"], "ship")
+    line = outcome(driver, "ship")
     assert line.startswith("RESULT"), line
     spark = json.loads(line[len("RESULT ") :])
     direct = cluster_job.run_all(sb.DirectRunner())
@@ -124,9 +124,9 @@ def test_pipelines_on_a_cluster_without_sparkbeam_give_the_direct_runners_rows(
 
 
 def test_without_shipping_the_error_names_the_missing_package(
-    drivers: dict[str, Driver],
+    driver: Driver,
 ) -> None:
-    line = outcome(drivers["no-ship"], "no-ship")
+    line = outcome(driver, "no-ship")
     assert line.startswith("ERROR PipelineError"), line
     assert "'sparkbeam" in line
     assert "ship_package" in line

@@ -441,6 +441,7 @@ class StreamingRun:
             staged_paths,
             epochs,
             back_to_back=self.live,
+            resolved=resolved,
         )
         if not staged_paths:
             for origin in sorted(staged):

@@ -51,11 +51,14 @@ class StreamingTranslation(StreamingContext):
         epochs: SourceEpochs | None = None,
         role: Role = Role.FINAL,
         back_to_back: bool = False,
+        resolved: Mapping[int, str] | None = None,
     ) -> None:
         """The query planned from the graph (`plan.streaming_query.query_plan`), its epoch
-        feed opened under `directory` (`epochs.open_feed`)."""
+        feed opened under `directory` (`epochs.open_feed`); `resolved`: the local directories
+        of its live sources on other URIs, when the run has them already."""
         chosen = set(range(len(nodes))) if selected is None else selected
-        resolved = resolved_directories(spark, nodes, chosen) if live else {}
+        if resolved is None:
+            resolved = resolved_directories(spark, nodes, chosen) if live else {}
         plan = query_plan(
             nodes, selected, staged, live, staged_paths, role, back_to_back, resolved
         )

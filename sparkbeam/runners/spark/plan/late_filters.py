@@ -154,12 +154,8 @@ def merged_by_footers(
     each filter compares with its own watermark, written on the rows, and needs no query of
     its own: the merge runs in the sink's query, with no stage query and no stage files
     (`execute.live_merges`)."""
-    chosen = list(origins)
-    for origin in chosen:
-        source = nodes[origin].inputs[0]
-        if not judged_by_footers(nodes[source], resolved.get(source)):
-            return False
-    return bool(chosen)
+    sources = [nodes[origin].inputs[0] for origin in origins]
+    return bool(sources) and all(judged_by_footers(nodes[s], resolved.get(s)) for s in sources)
 
 
 def late_filters(nodes: Sequence[Node], query: Query) -> LateFilters:
