@@ -68,7 +68,9 @@ def exploding_combine_fn(failing: str) -> sb.CombineFn:
     return Explodes()
 
 
-def combine_fn_pipeline(runner: Any, streaming: bool, failing: str) -> tuple[Any, Any]:
+def combine_fn_pipeline(
+    runner: Any, streaming: bool, failing: str, emit: str = "close"
+) -> tuple[Any, Any]:
     p = sb.Pipeline(runner=runner)
     rows = [{"k": "a", "x": x, "t": T0 + timedelta(seconds=x)} for x in range(4)]
     if streaming:
@@ -78,8 +80,8 @@ def combine_fn_pipeline(runner: Any, streaming: bool, failing: str) -> tuple[Any
         source = source | sb.WithWatermark("t", delay=timedelta(0))
     else:
         source = p | sb.Create(rows, schema={"k": str, "x": int, "t": datetime})
-    out = source | "Totals" >> sb.CombinePerKey(["k", "t"], total=exploding_combine_fn(failing))
-    return p, out
+    totals = sb.CombinePerKey(["k", "t"], emit=emit, total=exploding_combine_fn(failing))
+    return p, source | "Totals" >> totals
 
 
 MODES = [
@@ -112,7 +114,22 @@ def test_a_combine_fn_error_names_the_combine_the_aggregate_and_the_method(
     p, out = combine_fn_pipeline(runner_for(mode, request), streaming, failing)
     with pytest.raises(sb.DataError) as caught:
         p.run().collect(out)
-    text = str(caught.value)
+    assert_names_the_method(str(caught.value), failing)
+
+
+@pytest.mark.parametrize(
+    "mode", ["direct-streaming", pytest.param("spark-streaming", marks=pytest.mark.spark)]
+)
+def test_a_combine_fn_error_in_an_update_stream_names_the_combine(mode: str, request: Any) -> None:
+    """On Spark the rows are added where each input partition folds them, before the
+    update-mode operator: the error is the same."""
+    p, out = combine_fn_pipeline(runner_for(mode, request), True, "add_input", emit="update")
+    with pytest.raises(sb.DataError) as caught:
+        p.run().collect(out)
+    assert_names_the_method(str(caught.value), "add_input")
+
+
+def assert_names_the_method(text: str, failing: str) -> None:
     no_jvm(text)
     assert text.startswith(f"Totals total: the CombineFn's {failing} raised ZeroDivisionError")
     print(text)

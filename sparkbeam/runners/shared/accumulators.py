@@ -52,6 +52,9 @@ class Accumulators:
     initial: Any = None
     """A slot's value before its group's first row (immutable: it is shared)."""
 
+    column: str
+    """The column it aggregates (not set for `Count()`, which counts rows)."""
+
     def __init__(self) -> None:
         self.values: list[Any] = [self.initial]
 
@@ -85,6 +88,13 @@ class Accumulators:
         """Set the group's accumulator from what `save` gave."""
         self.values[slot] = saved
 
+    def merge(self, slot: int, saved: Any) -> None:
+        """Fold in `saved`, what `save` gave for the same aggregate over other rows: the group
+        then holds the aggregate of both. Here a partial is itself a value of the column (a
+        sum, the least or greatest value, an or/and of booleans), added as one more row."""
+        if saved is not None:
+            self.add([slot], {self.column: [saved]})
+
 
 def _present(slots: Sequence[int], values: list[Any]) -> tuple[Sequence[int], list[Any]]:
     """The slots and values of the rows whose value is not None."""
@@ -101,6 +111,9 @@ class CountRows(Accumulators):
         counts = self.values
         for slot, n in Counter(slots).items():
             counts[slot] += n
+
+    def merge(self, slot: int, saved: Any) -> None:
+        self.values[slot] += saved
 
 
 class CountValues(CountRows):
@@ -175,6 +188,10 @@ class MeanValues(Accumulators):
         self.sums.load(slot, saved[0])
         self.counts.load(slot, saved[1])
 
+    def merge(self, slot: int, saved: Any) -> None:
+        self.sums.merge(slot, saved[0])
+        self.counts.merge(slot, saved[1])
+
 
 class MinValues(Accumulators):
     """The least value; NaN is larger than every other value (Spark's rule), so the
@@ -240,6 +257,13 @@ class DistinctValues(Accumulators):
     def load(self, slot: int, saved: Any) -> None:
         self.values[slot] = None if saved is None else set(saved)
 
+    def merge(self, slot: int, saved: Any) -> None:
+        if saved is None:
+            return
+        found = self.values[slot]
+        values = one_nan(list(saved))  # a NaN that crossed a process is another object
+        self.values[slot] = set(values) if found is None else found.union(values)
+
 
 class SortedSet(DistinctValues):
     """`CollectSet`: the distinct non-None values as a list in Spark's order (NaN last)."""
@@ -280,6 +304,11 @@ class ValueAtLeast(Accumulators):
     def pop(self, slot: int) -> Any:
         best = super().pop(slot)
         return None if best is None else best[1]
+
+    def merge(self, slot: int, saved: Any) -> None:
+        best = self.values[slot]
+        if saved is not None and (best is None or self.better(saved[0], best[0])):
+            self.values[slot] = saved
 
 
 class ValueAtMost(ValueAtLeast):
@@ -376,6 +405,14 @@ class UserCombine(Accumulators):
 
     def load(self, slot: int, saved: Any) -> None:
         self.accumulators[slot] = copy.deepcopy(saved)
+
+    def merge(self, slot: int, saved: Any) -> None:
+        if slot in self.accumulators:
+            try:
+                saved = self.fn.merge_accumulators([self.accumulators[slot], saved])
+            except Exception as exc:
+                raise self._failed("merge_accumulators", exc) from exc
+        self.accumulators[slot] = saved
 
 
 def accumulators_for(

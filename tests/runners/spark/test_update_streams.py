@@ -23,7 +23,7 @@ from hypothesis import Phase, example, given, settings
 from hypothesis import strategies as st
 
 import sparkbeam as sb
-from sparkbeam.runners.spark.translate.update_groups import read_columns
+from sparkbeam.runners.spark.translate.partials import read_columns
 from tests.agreement.pipelines import row_multiset
 from tests.agreement.streams import KeysSeen, outcome, side_by_side
 from tests.runners.spark.drivers import kill_during_batch

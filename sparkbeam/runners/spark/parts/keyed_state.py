@@ -143,6 +143,15 @@ def key_columns(keys: Sequence[str]) -> list[Column]:
     return [F.col(key).alias(f"{KEY}_{i}") for i, key in enumerate(keys)]
 
 
+def key_copies(keys: Sequence[str], schema: Schema) -> list[Column]:
+    """The grouping keys as hidden copies, datetimes as microseconds (the processor takes a
+    group's key values from its grouping key)."""
+    return [
+        in_micros(Schema(((key, schema.type_of(key)),)))[0].alias(f"{KEY}_{i}")
+        for i, key in enumerate(keys)
+    ]
+
+
 def grouped(frame: DataFrame, keys: Sequence[str]) -> GroupedData:
     """`frame` (with `key_columns(keys)`) grouped by the keys, or by one constant key."""
     if keys:

@@ -2,9 +2,11 @@
 
 Spark refuses Python aggregates in streaming aggregations, so each group's
 accumulators (the direct runner's, the same code for built-in and user
-aggregates) live in keyed state. Each row registers an event-time timer at
-its group's judge rounded up to the millisecond; when it fires, the group
-is emitted once and forgotten, as the model's emission rule says.
+aggregates) live in keyed state. Each input partition folds its rows per
+group first (`translate.partials`), and the operator merges the partials.
+Each group registers an event-time timer at its judge rounded up to the
+millisecond; when it fires, the group is emitted once and forgotten, as the
+model's emission rule says.
 """
 
 from __future__ import annotations
@@ -31,12 +33,12 @@ from sparkbeam.runners.spark.parts.keyed_state import (
     as_longs,
     as_times,
     grouped,
-    in_micros,
-    key_columns,
+    key_copies,
     transform_with_state,
     with_release,
 )
 from sparkbeam.runners.spark.session.engine_errors import DATA_ERROR_MARK
+from sparkbeam.runners.spark.translate.partials import PARTIAL, folded, read_columns
 from sparkbeam.schema import Schema
 
 
@@ -96,13 +98,12 @@ class PythonCombine(StatefulProcessor):
         batch = list(rows)
         if not batch:
             return iter([])
-        names = self.in_schema.names
-        columns = {name: [row[name] for row in batch] for name in names}
         if key_values is None:
-            key_values = [batch[0][k] for k in self.keys]
+            key_values = list(key) if self.keys else []
         with _marked():
-            for table in tables:
-                table.add([0] * len(batch), columns)
+            for partial in batch:
+                for table, saved in zip(tables, cloudpickle.loads(partial[PARTIAL]), strict=True):
+                    table.merge(0, saved)
         self.group.update((cloudpickle.dumps((key_values, tables)),))
         for timer in {row[RELEASE] for row in batch}:
             self.handle.registerTimer(timer)
@@ -136,11 +137,12 @@ def combine_stream(
     label: str,
 ) -> DataFrame:
     """Groups of `frame` by `keys`, each emitted once when the watermark passes its judge."""
-    prepared = with_release(
-        frame.select(*in_micros(in_schema), F.col(judge), *key_columns(keys)), F.col(judge)
-    )
+    read = read_columns(aggregates, in_schema)
+    sent = [*map(F.col, read.names), F.col(judge), *key_copies(keys, in_schema)]
+    prepared = with_release(frame.select(*sent), F.col(judge))
+    partials = folded(prepared, len(keys), aggregates, in_schema, read, out_schema, label)
     combined = transform_with_state(
-        grouped(prepared, keys),
+        grouped(partials, keys),
         PythonCombine(keys, aggregates, in_schema, out_schema, label),
         spark_schema(as_longs(out_schema), label),
     )

@@ -40,7 +40,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from pyspark import cloudpickle
-from pyspark.sql import Column, DataFrame, Row
+from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import (
     ExpiredTimerInfo,
@@ -54,20 +54,20 @@ from sparkbeam.runners.shared.accumulators import Accumulators, accumulators_for
 from sparkbeam.runners.spark.exact.judges import INT_TIME_RANGE, JUDGE, stateful
 from sparkbeam.runners.spark.parts.arrow import spark_schema
 from sparkbeam.runners.spark.parts.keyed_state import (
-    KEY,
     RELEASE,
     as_longs,
     as_times,
     grouped,
-    in_micros,
+    key_copies,
     transform_with_state,
     with_release,
 )
 from sparkbeam.runners.spark.plan.delays import SHIFT_MICROS
 from sparkbeam.runners.spark.plan.updates import lateness_of
+from sparkbeam.runners.spark.translate.partials import PARTIAL, folded, read_columns
 from sparkbeam.runners.spark.translate.python_combine import _marked
 from sparkbeam.schema import Schema
-from sparkbeam.transforms.combine import AggregateFn, CombinePerKey, Finals, ValueBy
+from sparkbeam.transforms.combine import CombinePerKey, Finals
 from sparkbeam.updates import EARLY, LATE, ON_TIME, PANE_COLUMNS, PANE_IS_LAST
 
 END_OF_INPUT_MS = INT_TIME_RANGE[1] + SHIFT_MICROS // 1000 + 1
@@ -78,14 +78,14 @@ sentinel's watermark passes so that every window closes."""
 
 class UpdateGroups(StatefulProcessor):
     """A group's accumulators, next pane index, estimate flag and release in state; its pane
-    rows as its rows arrive and as the watermark passes it (module docstring)."""
+    rows as its rows arrive (folded per input partition: `translate.partials`) and as the
+    watermark passes it (module docstring)."""
 
     def __init__(
         self,
         keys: tuple[str, ...],
         aggregates: Any,
         in_schema: Schema,
-        read: tuple[str, ...],
         out_schema: Schema,
         lateness_ms: int,
         label: str,
@@ -96,7 +96,6 @@ class UpdateGroups(StatefulProcessor):
         self.in_schema = in_schema
         self.out_schema = out_schema
         self.lateness_ms = lateness_ms
-        self.read = read  # the columns its input carries besides keys and release
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
@@ -139,11 +138,10 @@ class UpdateGroups(StatefulProcessor):
             # timer fires only after them, but its "ON_TIME" row comes before their update.
             out.append(self._row(key_values, tables, ON_TIME, pane, last=False))
             pane, passed = pane + 1, True
-        by_position = list(zip(*batch, strict=True))
-        columns = {name: list(by_position[batch[0].__fields__.index(name)]) for name in self.read}
         with _marked():
-            for table in tables:
-                table.add([0] * len(batch), columns)
+            for partial in batch:
+                for table, saved in zip(tables, cloudpickle.loads(partial[PARTIAL]), strict=True):
+                    table.merge(0, saved)
         out.append(self._row(key_values, tables, LATE if passed else EARLY, pane, last=False))
         self.group.update((cloudpickle.dumps((key_values, tables, pane + 1, passed, release)),))
         return iter(out)
@@ -178,29 +176,6 @@ class UpdateGroups(StatefulProcessor):
         pass
 
 
-def read_columns(aggregates: Sequence[tuple[str, Any]], schema: Schema) -> Schema:
-    """The columns of `schema` the aggregates read, in its order: a built-in aggregate's own
-    (`MinBy`/`MaxBy`: value and `by`; `Count()`: none), every column for a `CombineFn`."""
-    read: set[str] = set()
-    for _, aggregate in aggregates:
-        if isinstance(aggregate, ValueBy):
-            read.update((aggregate.value, aggregate.by))
-        elif isinstance(aggregate, AggregateFn):
-            read.update([] if aggregate.column is None else [aggregate.column])
-        else:
-            return schema
-    return Schema(tuple(field for field in schema.fields if field[0] in read))
-
-
-def _key_copies(keys: Sequence[str], schema: Schema) -> list[Column]:
-    """The grouping keys as hidden copies, datetimes as microseconds (the processor takes a
-    group's key values from its grouping key)."""
-    return [
-        in_micros(Schema(((key, schema.type_of(key)),)))[0].alias(f"{KEY}_{i}")
-        for i, key in enumerate(keys)
-    ]
-
-
 def update_stream(
     frame: DataFrame,
     nodes: Sequence[Node],
@@ -213,9 +188,9 @@ def update_stream(
     transform = node.transform
     assert isinstance(transform, CombinePerKey)
     keys, out_schema = transform.keys, node.info.schema
-    # Only what the processor reads crosses into Python: each value costs a conversion.
+    # Only what the aggregates read crosses into Python: each value costs a conversion.
     read = read_columns(transform.aggregates, in_schema)
-    sent = [*in_micros(read), *_key_copies(keys, in_schema)]
+    sent = [*map(F.col, read.names), *key_copies(keys, in_schema)]
     if judges:
         judged = stateful(frame, list(judges))
         prepared = with_release(judged.select(*sent, F.col(JUDGE)), F.col(JUDGE))
@@ -223,11 +198,12 @@ def update_stream(
     else:
         prepared = frame.select(*sent).withColumn(RELEASE, F.lit(END_OF_INPUT_MS))
         lateness_ms = 0
+    partials = folded(
+        prepared, len(keys), transform.aggregates, in_schema, read, out_schema, node.label
+    )
     updates = transform_with_state(
-        grouped(prepared, keys),
-        UpdateGroups(
-            keys, transform.aggregates, in_schema, read.names, out_schema, lateness_ms, node.label
-        ),
+        grouped(partials, keys),
+        UpdateGroups(keys, transform.aggregates, in_schema, out_schema, lateness_ms, node.label),
         spark_schema(as_longs(out_schema), node.label),
     )
     return updates.select(*as_times(out_schema))
