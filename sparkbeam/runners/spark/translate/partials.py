@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from pyspark import cloudpickle
 from pyspark.sql import DataFrame
@@ -32,11 +33,13 @@ from sparkbeam.runners.shared.accumulators import accumulators_for
 from sparkbeam.runners.spark.exact.judges import JUDGE, with_watermark_metadata
 from sparkbeam.runners.spark.parts.keyed_state import KEY, RELEASE
 from sparkbeam.runners.spark.parts.python_functions import guarded
-from sparkbeam.schema import Schema
+from sparkbeam.schema import Schema, one_nan
 from sparkbeam.transforms.combine import AggregateFn, ValueBy
 
 PARTIAL = "__sparkbeam_partial"
 """The column of a partial row that holds its group's saved accumulators (pickled)."""
+
+ROW = "__sparkbeam_row"
 
 
 def folded(
@@ -89,7 +92,7 @@ def fold_batches(
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         slots: dict[Any, int] = {}
-        firsts: list[pa.RecordBatch] = []  # each group's first row, in slot order
+        firsts: list[pa.RecordBatch] = []  # a row of each group, in slot order
         with guarded(label):
             tables = [
                 accumulators_for(aggregate, in_schema, out_schema.type_of(name), f"{label} {name}")
@@ -99,14 +102,8 @@ def fold_batches(
             if not batch.num_rows:
                 continue
             with guarded(label):
-                known = len(slots)
-                at = [slots.setdefault(key, len(slots)) for key in _group_keys(batch, keys)]
-                new, seen = [], known
-                for row, slot in enumerate(at):
-                    if slot == seen:
-                        new.append(row)
-                        seen += 1
-                if new:
+                at, new = _slots(batch, keys, slots)
+                if len(new):
                     firsts.append(batch.select(list(carried)).take(pa.array(new, pa.int64())))
                 columns = from_arrow(batch, read)
                 for table in tables:
@@ -126,15 +123,53 @@ def fold_batches(
     return run
 
 
-def _group_keys(batch: pa.RecordBatch, keys: Sequence[str]) -> Sequence[Any]:
-    """Each row's key values as one hashable value (a running aggregate: all rows one group)."""
-    if not keys:
-        return [()] * batch.num_rows
+def _slots(
+    batch: pa.RecordBatch, keys: Sequence[str], slots: dict[Any, int]
+) -> tuple[list[int], Sequence[int]]:
+    """Each row's slot, giving groups new to `slots` the next ones, and a row of each new
+    group in the order of their slots. Arrow groups the rows (`-0.0` apart from `0.0`, where
+    Python's equality then joins them); keys Arrow cannot group by (lists) go row by row."""
+    rows = batch.num_rows
+    if not keys:  # a running aggregate: one group
+        new = [] if slots else [0]
+        slots.setdefault((), 0)
+        return [0] * rows, new
+    table = pa.Table.from_batches([batch.select(list(keys))])
+    try:
+        grouped = table.append_column(ROW, pa.array(np.arange(rows))).group_by(
+            list(keys), use_threads=False
+        )
+        listed = grouped.aggregate([(ROW, "list")])
+    except pa.ArrowNotImplementedError:
+        return _slots_by_row(batch, keys, slots)
+    lists = listed.column(f"{ROW}_list").combine_chunks()
+    members, starts = lists.values.to_numpy(), lists.offsets.to_numpy()
+    known = len(slots)
+    values = [one_nan(listed.column(name).to_pylist()) for name in keys]
+    slot_of = np.array([slots.setdefault(key, len(slots)) for key in zip(*values, strict=True)])
+    at = np.empty(rows, np.int64)
+    at[members] = np.repeat(slot_of, np.diff(starts))
+    ids, first_group = np.unique(slot_of, return_index=True)
+    new = members[starts[first_group[ids >= known]]]
+    return at.tolist(), new
+
+
+def _slots_by_row(
+    batch: pa.RecordBatch, keys: Sequence[str], slots: dict[Any, int]
+) -> tuple[list[int], list[int]]:
+    """`_slots`, one row at a time (list keys become tuples)."""
     values = []
     for name in keys:
         column = batch.column(name)
         listed = column.to_pylist()
         if pa.types.is_list(column.type):
-            listed = [None if value is None else tuple(value) for value in listed]
-        values.append(listed)
-    return list(zip(*values, strict=True))
+            listed = [None if value is None else tuple(one_nan(value)) for value in listed]
+        values.append(one_nan(listed))
+    known = len(slots)
+    at = [slots.setdefault(key, len(slots)) for key in zip(*values, strict=True)]
+    new, seen = [], known
+    for row, slot in enumerate(at):
+        if slot == seen:
+            new.append(row)
+            seen += 1
+    return at, new
