@@ -96,13 +96,17 @@ class CombineOperator(Operator):
             return zip(*key_columns, strict=True)
         return repeat((), chunk.size)
 
-    def on_chunk(self, port: int, chunk: Chunk) -> list[Message]:
+    def _slots(self, chunk: Chunk) -> list[int]:
+        """Each row's group's slot, opening the groups not open yet."""
         groups = self.groups
         try:
-            slots = list(map(groups.__getitem__, self._keys(chunk)))
+            return list(map(groups.__getitem__, self._keys(chunk)))
         except KeyError:  # rows of groups not open yet
             self._open([key for key in dict.fromkeys(self._keys(chunk)) if key not in groups])
-            slots = list(map(groups.__getitem__, self._keys(chunk)))
+            return list(map(groups.__getitem__, self._keys(chunk)))
+
+    def on_chunk(self, port: int, chunk: Chunk) -> list[Message]:
+        slots = self._slots(chunk)
         for table in self.tables:
             table.add(slots, chunk.columns)
         return []
@@ -200,8 +204,11 @@ class UpdateCombineOperator(CombineOperator):
         super().__init__(node, inputs)
         self.panes: list[int] = []
         """Each open group's next pane index, by slot."""
-        self.touched: dict[Key, None] = {}
-        """The groups that received rows in this epoch, in the order of their first row."""
+        self.slot_keys: list[Key] = []
+        """Each open group's key, by slot."""
+        self.touched: dict[int, None] = {}
+        """The slots of the groups that received rows in this epoch, in the order of their
+        first row (no group closes within an epoch: its watermarks are held to its end)."""
         self.held: list[Watermark] = []
         """This epoch's watermarks, applied at its barrier."""
         self.on_time: set[Key] = set()
@@ -214,16 +221,21 @@ class UpdateCombineOperator(CombineOperator):
 
     def _open(self, new: list[Key]) -> None:
         super()._open(new)
-        panes = self.panes
+        panes, slot_keys = self.panes, self.slot_keys
         if len(panes) < self.slot_count:
             panes.extend([0] * (self.slot_count - len(panes)))
+            slot_keys.extend([None] * (self.slot_count - len(slot_keys)))
         groups = self.groups
         for key in new:
-            panes[groups[key]] = 0
+            slot = groups[key]
+            panes[slot] = 0
+            slot_keys[slot] = key
 
     def on_chunk(self, port: int, chunk: Chunk) -> list[Message]:
-        super().on_chunk(port, chunk)
-        self.touched.update(dict.fromkeys(self._keys(chunk)))
+        slots = self._slots(chunk)
+        for table in self.tables:
+            table.add(slots, chunk.columns)
+        self.touched.update(dict.fromkeys(slots))
         return []
 
     def _passed_by_estimate(self, key: Key) -> bool:
@@ -239,7 +251,8 @@ class UpdateCombineOperator(CombineOperator):
     def on_barrier(self, epoch: int) -> list[Message]:
         out: list[Message] = []
         if self.touched:
-            out.append(self._updates(list(self.touched)))
+            slot_keys = self.slot_keys
+            out.append(self._updates([slot_keys[slot] for slot in self.touched]))
             self.touched.clear()
         return out + self._apply_held()
 
