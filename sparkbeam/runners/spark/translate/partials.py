@@ -13,8 +13,9 @@ them, so the result is the same; float sums may differ in their last bits
 
 A group may be split over several partial rows (over partitions, or where
 Arrow and Spark group keys differently, as `-0.0` and `0.0`): the processor
-merges them all. The key copies, the judge and the release time of a partial
-row are its group's first row's; all rows of a group share them.
+merges them all. A partial row carries the judge and release time of one of
+its group's rows, which depend on the group's keys only, so every row of the
+group has them; the processor takes the key values from Spark's grouping key.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ PARTIAL = "__sparkbeam_partial"
 """The column of a partial row that holds its group's saved accumulators (pickled)."""
 
 ROW = "__sparkbeam_row"
+"""The row numbers Arrow lists per group (`_slots`)."""
 
 
 def folded(
