@@ -8,6 +8,9 @@ epochs, fed one epoch at a time:
 - `update`: the same with `emit="update"` (every change row collected);
 - `close, 2 min lateness` / `update, 2 min lateness`: the same two with
   `allowed_lateness="2 minutes"` (groups held two windows longer);
+- `close, CombineFn`: close mode with the sum as a user `CombineFn`, which
+  Spark's own aggregation refuses, so it runs in the runner's keyed Python
+  operator, as update mode does (each partition's rows folded per group first);
 - `hand-written update`: `withWatermark` + `groupBy(key, window)` + sum in
   Spark's `outputMode("update")` over the same epoch files, with a sink that
   only counts rows (it has no closing rows, no pane index and Spark's own
@@ -82,37 +85,66 @@ class PeakState(StreamingQueryListener):
         pass
 
 
-def totals(source: sb.PCollection, emit: str, lateness: str | int = 0) -> sb.PCollection:
+class Total(sb.CombineFn):
+    """The sum of `amount` as a user aggregate."""
+
+    output_type = float
+
+    def create_accumulator(self) -> float:
+        return 0.0
+
+    def add_input(self, accumulator: float, row: dict[str, Any]) -> float:
+        return accumulator + row["amount"]
+
+    def merge_accumulators(self, accumulators: Any) -> float:
+        return sum(accumulators)
+
+    def extract_output(self, accumulator: float) -> float:
+        return accumulator
+
+
+def totals(
+    source: sb.PCollection, emit: str, lateness: str | int = 0, user: bool = False
+) -> sb.PCollection:
+    total = Total() if user else sb.Sum("amount")
     return (
         source.with_watermark("event_time", "5 seconds", allowed_lateness=lateness)
         .tumble("event_time", "60 seconds")
-        .combine_per_key(["key", "window_start"], emit=emit, total=sb.Sum("amount"))
+        .combine_per_key(["key", "window_start"], emit=emit, total=total)
     )
 
 
 def run_sparkbeam(
-    spark: SparkSession, epochs: list[list[dict[str, Any]]], emit: str, lateness: str | int = 0
+    spark: SparkSession,
+    epochs: list[list[dict[str, Any]]],
+    emit: str,
+    lateness: str | int = 0,
+    user: bool = False,
 ) -> Any:
     """Seconds to run and collect the pipeline, and its rows; run again (at most twice) where
     Spark's Python worker could not connect back in time, which a heavily loaded shared machine
     causes (the failed attempt's time is not counted)."""
     for _ in range(2):
         try:
-            return run_once(spark, epochs, emit, lateness)
+            return run_once(spark, epochs, emit, lateness, user)
         except sb.PipelineError as exc:
             if "connect back" not in str(exc):
                 raise
             print(f"retried: {exc}", file=sys.stderr, flush=True)
-    return run_once(spark, epochs, emit, lateness)
+    return run_once(spark, epochs, emit, lateness, user)
 
 
 def run_once(
-    spark: SparkSession, epochs: list[list[dict[str, Any]]], emit: str, lateness: str | int
+    spark: SparkSession,
+    epochs: list[list[dict[str, Any]]],
+    emit: str,
+    lateness: str | int,
+    user: bool,
 ) -> Any:
     stream = test_stream(epochs)
     start = time.perf_counter()
     p = sb.Pipeline(runner=sb.SparkRunner(spark=spark))
-    out = totals(p | stream, emit, lateness)
+    out = totals(p | stream, emit, lateness, user)
     rows = p.run().collect(out)
     return time.perf_counter() - start, rows
 
@@ -177,25 +209,26 @@ def main() -> None:
     directory = tempfile.mkdtemp(prefix="sparkbeam-bench-files-")
     files = write_files(epochs, directory)
     late = f", {LATENESS} lateness"
-    variants = {
-        "close": ("close", 0),
-        "update": ("update", 0),
-        f"close{late}": ("close", LATENESS),
-        f"update{late}": ("update", LATENESS),
+    variants: dict[str, tuple[str, str | int, bool]] = {
+        "close": ("close", 0, False),
+        "update": ("update", 0, False),
+        f"close{late}": ("close", LATENESS, False),
+        f"update{late}": ("update", LATENESS, False),
+        "close, CombineFn": ("close", 0, True),
     }
     names = [*variants, "hand-written update"]
     times: dict[str, list[float]] = {name: [] for name in names}
     peaks: dict[str, dict[str, int]] = {name: {} for name in names}
     rows: dict[str, Any] = {}
     warm_up = make_epochs(min(args.rows, 20_000), args.epochs)
-    for emit, lateness in variants.values():  # untimed: the JVM's warm-up
-        run_sparkbeam(spark, warm_up, emit, lateness)
+    for emit, lateness, user in variants.values():  # untimed: the JVM's warm-up
+        run_sparkbeam(spark, warm_up, emit, lateness, user)
     listener = PeakState()
     spark.streams.addListener(listener)
     listener.reset()
     for round_ in range(args.repeat):
-        for name, (emit, lateness) in variants.items():
-            seconds, rows[name] = run_sparkbeam(spark, epochs, emit, lateness)
+        for name, (emit, lateness, user) in variants.items():
+            seconds, rows[name] = run_sparkbeam(spark, epochs, emit, lateness, user)
             times[name].append(seconds)
             peaks[name] = listener.reset()
             print(f"round {round_ + 1}: {name} {seconds:.2f} s {peaks[name]}", file=sys.stderr)
@@ -209,6 +242,8 @@ def main() -> None:
         )
     for update, close in (("update", "close"), (f"update{late}", f"close{late}")):
         check_finals(rows[update], rows[close], update)
+    user_rows = [{**row, "pane_is_last": True} for row in rows["close, CombineFn"]]
+    check_finals(user_rows, rows["close"], "close, CombineFn")
     medians = {name: statistics.median(values) for name, values in times.items()}
     changes = ", ".join(f"{name}: {len(rows[name])}" for name in variants if "update" in name)
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())

@@ -105,8 +105,8 @@ class PythonCombine(StatefulProcessor):
                 for table, saved in zip(tables, cloudpickle.loads(partial[PARTIAL]), strict=True):
                     table.merge(0, saved)
         self.group.update((cloudpickle.dumps((key_values, tables)),))
-        for timer in {row[RELEASE] for row in batch}:
-            self.handle.registerTimer(timer)
+        if not stored:  # the release depends on the group's keys only: one timer, at its birth
+            self.handle.registerTimer(batch[0][RELEASE])
         return iter([])
 
     def handleExpiredTimer(
