@@ -96,19 +96,20 @@ class CombineOperator(Operator):
             return zip(*key_columns, strict=True)
         return repeat((), chunk.size)
 
-    def _slots(self, chunk: Chunk) -> list[int]:
-        """Each row's group's slot, opening the groups not open yet."""
+    def _add(self, chunk: Chunk) -> list[int]:
+        """Add the rows to their groups (opening those not open yet); each row's slot."""
         groups = self.groups
         try:
-            return list(map(groups.__getitem__, self._keys(chunk)))
+            slots = list(map(groups.__getitem__, self._keys(chunk)))
         except KeyError:  # rows of groups not open yet
             self._open([key for key in dict.fromkeys(self._keys(chunk)) if key not in groups])
-            return list(map(groups.__getitem__, self._keys(chunk)))
-
-    def on_chunk(self, port: int, chunk: Chunk) -> list[Message]:
-        slots = self._slots(chunk)
+            slots = list(map(groups.__getitem__, self._keys(chunk)))
         for table in self.tables:
             table.add(slots, chunk.columns)
+        return slots
+
+    def on_chunk(self, port: int, chunk: Chunk) -> list[Message]:
+        self._add(chunk)
         return []
 
     def _open(self, new: list[Key]) -> None:
@@ -232,10 +233,7 @@ class UpdateCombineOperator(CombineOperator):
             slot_keys[slot] = key
 
     def on_chunk(self, port: int, chunk: Chunk) -> list[Message]:
-        slots = self._slots(chunk)
-        for table in self.tables:
-            table.add(slots, chunk.columns)
-        self.touched.update(dict.fromkeys(slots))
+        self.touched.update(dict.fromkeys(self._add(chunk)))
         return []
 
     def _passed_by_estimate(self, key: Key) -> bool:

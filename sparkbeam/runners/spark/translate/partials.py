@@ -30,7 +30,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from sparkbeam.arrow import from_arrow
-from sparkbeam.runners.shared.accumulators import accumulators_for
+from sparkbeam.runners.shared.accumulators import Accumulators, accumulators_for
 from sparkbeam.runners.spark.exact.judges import JUDGE, with_watermark_metadata
 from sparkbeam.runners.spark.parts.keyed_state import KEY, RELEASE
 from sparkbeam.runners.spark.parts.python_functions import guarded
@@ -65,6 +65,13 @@ def folded(
     if JUDGE in carried:  # a new column: Spark's stateful operators find their watermark here
         partials = with_watermark_metadata(partials, JUDGE)
     return partials
+
+
+def merge_partials(tables: Sequence[Accumulators], partials: Sequence[Any]) -> None:
+    """Merge a group's partial rows (`folded`) into its accumulators `tables` (slot 0)."""
+    for partial in partials:
+        for table, saved in zip(tables, cloudpickle.loads(partial[PARTIAL]), strict=True):
+            table.merge(0, saved)
 
 
 def read_columns(aggregates: Sequence[tuple[str, Any]], schema: Schema) -> Schema:

@@ -38,7 +38,7 @@ from sparkbeam.runners.spark.parts.keyed_state import (
     with_release,
 )
 from sparkbeam.runners.spark.session.engine_errors import DATA_ERROR_MARK
-from sparkbeam.runners.spark.translate.partials import PARTIAL, folded, read_columns
+from sparkbeam.runners.spark.translate.partials import folded, merge_partials, read_columns
 from sparkbeam.schema import Schema
 
 
@@ -101,9 +101,7 @@ class PythonCombine(StatefulProcessor):
         if key_values is None:
             key_values = list(key) if self.keys else []
         with _marked():
-            for partial in batch:
-                for table, saved in zip(tables, cloudpickle.loads(partial[PARTIAL]), strict=True):
-                    table.merge(0, saved)
+            merge_partials(tables, batch)
         self.group.update((cloudpickle.dumps((key_values, tables)),))
         if not stored:  # the release depends on the group's keys only: one timer, at its birth
             self.handle.registerTimer(batch[0][RELEASE])

@@ -64,7 +64,7 @@ from sparkbeam.runners.spark.parts.keyed_state import (
 )
 from sparkbeam.runners.spark.plan.delays import SHIFT_MICROS
 from sparkbeam.runners.spark.plan.updates import lateness_of
-from sparkbeam.runners.spark.translate.partials import PARTIAL, folded, read_columns
+from sparkbeam.runners.spark.translate.partials import folded, merge_partials, read_columns
 from sparkbeam.runners.spark.translate.python_combine import _marked
 from sparkbeam.schema import Schema
 from sparkbeam.transforms.combine import CombinePerKey, Finals
@@ -139,9 +139,7 @@ class UpdateGroups(StatefulProcessor):
             out.append(self._row(key_values, tables, ON_TIME, pane, last=False))
             pane, passed = pane + 1, True
         with _marked():
-            for partial in batch:
-                for table, saved in zip(tables, cloudpickle.loads(partial[PARTIAL]), strict=True):
-                    table.merge(0, saved)
+            merge_partials(tables, batch)
         out.append(self._row(key_values, tables, LATE if passed else EARLY, pane, last=False))
         self.group.update((cloudpickle.dumps((key_values, tables, pane + 1, passed, release)),))
         return iter(out)
