@@ -29,6 +29,7 @@ from sparkbeam.runners.spark.translate.footers import (
 )
 from tests.agreement.pipelines import row_multiset
 from tests.conftest import LAKE
+from tests.files import publish_parquet
 
 T0 = datetime(2026, 4, 1, 10)
 US = timedelta(microseconds=1)
@@ -281,7 +282,7 @@ def test_a_live_file_named_before_one_read_stops_the_query_naming_it(
     running = p.run()
     try:
         running.process_all_available()
-        pq.write_table(table([row("a", 1, 1, T0)]), str(source / "a.parquet"))
+        publish_parquet(table([row("a", 1, 1, T0)]), source / "a.parquet")
         with pytest.raises(sb.PipelineError, match=r"^ReadFiles\(in\): '.*/a.parquet' appeared"):
             running.process_all_available()
     finally:

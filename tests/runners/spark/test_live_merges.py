@@ -23,13 +23,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 import sparkbeam as sb
 from sparkbeam.runners.spark import limits
 from sparkbeam.runners.spark.results.streaming_results import WORKER_NOT_BACK
 from tests.agreement.pipelines import row_multiset
+from tests.files import publish_parquet
 from tests.runners.spark.drivers import kill_during_batch
 
 pytestmark = pytest.mark.spark
@@ -65,8 +65,7 @@ def write_file(directory: str, index: int, rows: list[tuple[str, int]], value: i
         }
     )
     path = os.path.join(directory, f"part-{index:03d}.parquet")
-    pq.write_table(table, path)
-    os.utime(path, (1_700_000_000 + index, 1_700_000_000 + index))
+    publish_parquet(table, path, 1_700_000_000 + index)
 
 
 def add_epoch(base: str, index: int) -> None:
@@ -171,9 +170,9 @@ class Chain:
                 self.result.process_all_available()
                 return
             except Exception as exc:
+                self.result.stop()  # a failed chain leaves no query running after its test
                 if attempt == 3 or WORKER_NOT_BACK not in str(exc):
                     raise
-                self.result.stop()
                 self.result, self.built = self.start()
 
     def stop(self) -> None:

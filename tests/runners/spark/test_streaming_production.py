@@ -22,6 +22,7 @@ import pytest
 import sparkbeam as sb
 from sparkbeam.runners.spark.plan.late_filters import judged_by_footers
 from tests.agreement.pipelines import row_multiset
+from tests.files import publish_parquet
 from tests.runners.spark.drivers import kill_during_batch
 from tests.tracebacks import assert_short_as_direct
 
@@ -54,8 +55,7 @@ def write_epoch(directory: Any, index: int) -> None:
         }
     )
     path = os.path.join(directory, f"epoch-{index:03d}.parquet")
-    pq.write_table(table, path)
-    os.utime(path, (1_700_000_000 + index, 1_700_000_000 + index))
+    publish_parquet(table, path, 1_700_000_000 + index)
 
 
 def per_window(

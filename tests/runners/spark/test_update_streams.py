@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from hypothesis import Phase, example, given, settings
 from hypothesis import strategies as st
@@ -26,6 +25,7 @@ import sparkbeam as sb
 from sparkbeam.runners.spark.translate.partials import read_columns
 from tests.agreement.pipelines import row_multiset
 from tests.agreement.streams import KeysSeen, outcome, side_by_side
+from tests.files import publish_parquet
 from tests.runners.spark.drivers import kill_during_batch
 
 pytestmark = pytest.mark.spark
@@ -313,8 +313,7 @@ def write_live_epoch(directory: Path, index: int, rows: Rows) -> None:
         }
     )
     path = directory / f"epoch-{index:03d}.parquet"
-    pq.write_table(table, path)
-    os.utime(path, (1_700_000_000 + index, 1_700_000_000 + index))
+    publish_parquet(table, path, 1_700_000_000 + index)
 
 
 def live_updates(p: sb.Pipeline, source: Path, slow: str | None = None) -> sb.PCollection:
