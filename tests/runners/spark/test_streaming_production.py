@@ -291,10 +291,39 @@ def read_from_spark_through_a_connector(spark: Any, tmp_path: Any) -> None:
     assert row_multiset(seen) == row_multiset(want)
 
 
+def a_failed_sink_stops_the_run(spark: Any, tmp_path: Any) -> None:
+    """Two sinks over a live directory, the second a callback that fails: waiting on the run
+    (as a `spark-submit` job does) raises the callback's error, naming its transform, and
+    leaves none of the run's queries running, where it waited on the first sink for good."""
+    source = str(tmp_path / "in")
+    os.makedirs(source)
+    for index in range(3):  # windows close: the callback gets rows
+        write_epoch(source, index)
+
+    def alert(rows: list[dict[str, Any]], batch: int) -> None:
+        raise RuntimeError("the alert service is down")
+
+    runner = sb.SparkRunner(spark=spark, checkpoint_location=str(tmp_path / "ckpt"))
+    p = sb.Pipeline(runner=runner)
+    windows = per_window(p, source)
+    windows.write_files(str(tmp_path / "out"))
+    windows | "Alert" >> sb.ForEachBatch(alert)
+    running = p.run()
+    queries = running.queries
+    try:
+        assert len(queries) == 2 and all(query.isActive for query in queries)
+        with pytest.raises(sb.PipelineError, match=r"^Alert: .*the alert service is down"):
+            running.await_termination(timeout=120)  # the old wait returned False after 120 s
+        assert not any(query.isActive for query in queries)
+    finally:
+        running.stop()
+
+
 SIDE_BY_SIDE_SCENARIOS: dict[str, Any] = {
     "replayed stream": replayed_stream_writes_files_and_calls_back,
     "callback replays": lambda runner, tmp: callback_sink_replays_a_failed_batch(runner.spark, tmp),
     "connector": lambda runner, tmp: read_from_spark_through_a_connector(runner.spark, tmp),
+    "failed sink": lambda runner, tmp: a_failed_sink_stops_the_run(runner.spark, tmp),
 }
 """The module's streaming runs with no timed step, by name: each takes the suite's Spark
 runner and a directory of its own, and asserts (the stop and kill tests run alone)."""
@@ -332,6 +361,11 @@ def test_callback_sink_replays_a_failed_batch_with_the_same_id(scenarios: dict[s
 def test_read_from_spark_reads_through_a_connector(scenarios: dict[str, Any]) -> None:
     """`read_from_spark_through_a_connector`, beside the other scenarios."""
     raise_failure(scenarios, "connector")
+
+
+def test_a_failed_sink_stops_the_run_and_waiting_on_it_raises(scenarios: dict[str, Any]) -> None:
+    """`a_failed_sink_stops_the_run`, beside the other scenarios."""
+    raise_failure(scenarios, "failed sink")
 
 
 def test_collect_refuses_a_live_source(spark_runner: Any, tmp_path: Any) -> None:

@@ -5,8 +5,9 @@ collected PCollection, run when first asked for.
 from __future__ import annotations
 
 import concurrent.futures
+import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from pyspark.sql import SparkSession
 
@@ -44,6 +45,10 @@ from sparkbeam.transforms.join import Join
 from sparkbeam.transforms.late import DroppedRows
 from sparkbeam.transforms.union import Union
 from sparkbeam.transforms.watermark import WithWatermark
+
+AWAIT_POLL_SECONDS = 1.0
+"""How often `await_termination` looks at the queries it is not waiting on: a query that
+failed there stops the run within this time."""
 
 
 def _filtered_out(counts: dict[str, int], node_id: int) -> int:
@@ -186,19 +191,51 @@ class SparkStreamingResult(ResultViews):
 
     def process_all_available(self) -> None:
         """Block until the live queries have processed every row available now (tests), then
-        delete the stage files of live merges that every reader committed."""
+        delete the stage files of live merges that every reader committed. A query that
+        failed stops the run (`_fail`)."""
         say("processing what the live sources hold now")
-        with spark_errors(self.pipeline.nodes):
-            for query in self.queries:
+        for query in self.queries:
+            try:
                 query.processAllAvailable()
+            except Exception as exc:
+                self._fail(query, exc)
         if self.live_stages is not None:
             self.live_stages.files.clean()
 
     def await_termination(self, timeout: float | None = None) -> bool:
-        """Wait for the live queries to end (all of them, within `timeout` seconds each)."""
+        """Wait until every live query has stopped (True), or `timeout` seconds in all (False,
+        the queries still running). A query that fails stops the run: the others are stopped
+        (their checkpoints stay) and its error is raised (`_fail`), so a job waiting here
+        ends, for its scheduler to start it again, rather than wait on with a sink stopped."""
         say("waiting for the live queries to end")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            for query in self.queries:
+                if not query.isActive and query.exception() is not None:
+                    self._fail(query)
+            active = [query for query in self.queries if query.isActive]
+            if not active:
+                return True
+            wait = AWAIT_POLL_SECONDS
+            if deadline is not None:
+                wait = min(wait, deadline - time.monotonic())
+                if wait <= 0:
+                    return False
+            try:
+                active[0].awaitTermination(wait)  # wakes as soon as that query ends
+            except Exception as exc:  # it failed
+                self._fail(active[0], exc)
+
+    def _fail(self, query: Any, error: Exception | None = None) -> NoReturn:
+        """`query` failed (raising `error`, or, stopped, its own): stop every query of the
+        run (a pipeline fails as a whole, as a Beam or Flink job does) and raise the error,
+        named by the transforms it concerns."""
+        self.stop()
         with spark_errors(self.pipeline.nodes):
-            return all(query.awaitTermination(timeout) is not False for query in self.queries)
+            if error is not None:
+                raise error
+            query.awaitTermination()  # raises the query's error
+        raise PipelineError(f"a query of the run failed: {query.exception()}")
 
     def stop(self) -> None:
         """Stop the live queries; their checkpoints stay, to start again from."""
