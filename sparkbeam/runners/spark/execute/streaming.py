@@ -59,9 +59,7 @@ class StreamingTranslation(StreamingContext):
         chosen = set(range(len(nodes))) if selected is None else selected
         if resolved is None:
             resolved = resolved_directories(spark, nodes, chosen) if live else {}
-        plan = query_plan(
-            nodes, selected, staged, live, staged_paths, role, back_to_back, resolved
-        )
+        plan = query_plan(nodes, selected, staged, live, staged_paths, role, back_to_back, resolved)
         super().__init__(spark, nodes, plan)
         self.directory = directory
         self._settings: dict[str, str] = dict(plan.settings)

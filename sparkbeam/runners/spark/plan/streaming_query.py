@@ -94,9 +94,7 @@ def query_plan(
     staged_ids = frozenset(staged or ())
     staged_paths = dict(staged_paths or {})
     replayed = frozenset(i for i in chosen if is_replayed(nodes[i], live))
-    query = Query(
-        chosen, staged_ids, replayed, live, back_to_back, role, dict(resolved or {})
-    )
+    query = Query(chosen, staged_ids, replayed, live, back_to_back, role, dict(resolved or {}))
     filters = late_filters(nodes, query)
     epoch_marks = {
         node_id: (late.source, late.mark)
