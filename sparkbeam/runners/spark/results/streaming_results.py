@@ -210,10 +210,12 @@ class SparkStreamingResult(ResultViews):
         say("waiting for the live queries to end")
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
+            active = []
             for query in self.queries:
-                if not query.isActive and query.exception() is not None:
+                if query.isActive:
+                    active.append(query)
+                elif query.exception() is not None:
                     self._fail(query)
-            active = [query for query in self.queries if query.isActive]
             if not active:
                 return True
             wait = AWAIT_POLL_SECONDS
