@@ -10,7 +10,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 import sparkbeam as sb
@@ -21,6 +20,7 @@ from tests.agreement.pipelines import row_multiset
 from tests.agreement.streams import StreamOutputs
 from tests.agreement.test_streaming import assert_agree_epoch_by_epoch
 from tests.agreement.test_streaming import run as run_streaming
+from tests.files import publish_parquet
 
 pytestmark = pytest.mark.spark
 
@@ -129,8 +129,7 @@ def write_epochs(directory: str) -> None:
             }
         )
         path = os.path.join(directory, f"epoch-{index:03d}.parquet")
-        pq.write_table(table, path)
-        os.utime(path, (1_700_000_000 + index, 1_700_000_000 + index))
+        publish_parquet(table, path, 1_700_000_000 + index)
 
 
 def live(p: sb.Pipeline, source: str) -> dict[str, sb.PCollection]:
