@@ -4,6 +4,8 @@ holds every case at once, run side by side: one file and three files per micro-b
 
 from __future__ import annotations
 
+import json
+import operator
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -21,9 +23,12 @@ from sparkbeam.runners.spark.session.engine_errors import PIPELINE_ERROR_MARK as
 from sparkbeam.runners.spark.translate import footers
 from sparkbeam.runners.spark.translate.footers import (
     PIPELINE_ERROR_MARK,
+    Counts,
     FootersError,
     FootersReader,
     Mark,
+    MarkCounts,
+    batch_counts,
     latest_time,
     options_of,
 )
@@ -64,7 +69,14 @@ FILES: list[tuple[str, list[dict[str, Any]], dict[str, Any]]] = [
         ],
         {},
     ),
-    ("f2-later", [row("later", 16, 30_000, T0 + timedelta(seconds=30, microseconds=500))], {}),
+    (  # a row with no time of one column: invalid there, a row like any other in the other
+        "f2-later",
+        [
+            row("later", 16, 30_000, T0 + timedelta(seconds=30, microseconds=500)),
+            {**row("no t", 1024, 30_000, T0), "t": None},
+        ],
+        {},
+    ),
     # out of order in time: every row before the watermark (28 s; 28000)
     ("f3-earlier", [row("early", 32, 20_000, T0 + timedelta(seconds=20))], {}),
     (  # no statistics: its largest time (40 s) is read from the column
@@ -91,7 +103,14 @@ def write_files(directory: Path) -> None:
 MARKS = [Mark("wm_t", "t", True, 2_000_000, True), Mark("wm_n", "n", False, 2_000, False)]
 
 
-def reader(directory: Path, per_batch: int = 1) -> FootersReader:
+COUNTS = Counts(
+    tuple(MarkCounts(*(f"{m.time}.{key}" for key in MarkCounts.__annotations__)) for m in MARKS),
+    "rows",
+)
+"""The reader's counts of each mark under the names of `MarkCounts`' fields, `t.kept` ..."""
+
+
+def reader(directory: Path, per_batch: int = 1, counts: Counts | None = None) -> FootersReader:
     fields = [
         T.StructField("k", T.StringType()),
         T.StructField("v", T.LongType()),
@@ -99,7 +118,7 @@ def reader(directory: Path, per_batch: int = 1) -> FootersReader:
         T.StructField("t", T.TimestampType()),
         *(T.StructField(mark.column, T.LongType()) for mark in MARKS),
     ]
-    options = {**options_of(str(directory), MARKS, "ReadFiles(in)")}
+    options = {**options_of(str(directory), MARKS, "ReadFiles(in)", counts)}
     options["files_per_batch"] = str(per_batch)
     return FootersReader(T.StructType(fields), options)
 
@@ -154,6 +173,40 @@ def test_each_file_carries_the_watermark_of_the_files_before_it(tmp_path: Path) 
     assert [p.watermarks for p in everything] == marks
 
 
+def test_the_reader_counts_each_batch_as_the_direct_runner_counts(tmp_path: Path) -> None:
+    write_files(tmp_path)
+    p = sb.Pipeline()
+    rows = p | sb.ReadFiles(str(tmp_path), schema=SCHEMA, streaming=True)
+    marked = {"t": rows.with_watermark("t", "2 seconds"), "n": rows.with_watermark("n", 2_000)}
+    for pcoll in marked.values():
+        pcoll.late_rows()
+    metrics = p.run().metrics()
+    times = {
+        name: [r[name] for _, rs, _ in FILES for r in rs if r[name] is not None] for name in marked
+    }
+    for per_batch in (1, 3, 10):
+        source = reader(tmp_path, per_batch, COUNTS)
+        totals: dict[str, int] = {}
+        start = source.initialOffset()
+        while (end := source.latestOffset(start, ReadMaxFiles(per_batch))) != start:
+            for key, value in batch_counts(json.dumps(start), json.dumps(end)).items():
+                keep = max if key.endswith("latest") else operator.add
+                totals[key] = value if key not in totals else keep(totals[key], value)
+            start = end
+        assert batch_counts(start, end) == {}  # a no-data batch counts nothing
+        assert totals["rows"] == metrics[rows.node.label].rows_out
+        for name, pcoll in marked.items():
+            got = metrics[pcoll.node.label]
+            assert totals[f"{name}.rows"] == got.rows_in - got.invalid_rows
+            assert totals[f"{name}.invalid"] == got.invalid_rows
+            assert totals[f"{name}.kept"] == got.rows_out
+            assert totals[f"{name}.rows"] - totals[f"{name}.kept"] == got.late_rows > 0
+            latest = max(times[name])
+            if name == "t":
+                latest = micros(latest.replace(tzinfo=None))
+            assert totals[f"{name}.latest"] == totals[f"{name}.kept_latest"] == latest
+
+
 def test_rows_come_with_their_files_watermark_in_sparks_arrow_types(tmp_path: Path) -> None:
     write_files(tmp_path)
     source = reader(tmp_path, per_batch=10)
@@ -197,7 +250,7 @@ def pipeline(p: sb.Pipeline, source: str) -> dict[str, Any]:
     return {"t": t, "t late": t.late_rows(), "windows": windows, "n": n, "n late": n.late_rows()}
 
 
-PER_BATCH = {1: ("t", "t late", "windows", "n"), 3: ("t", "windows")}
+PER_BATCH = {1: ("t", "t late", "windows", "n", "n late"), 3: ("t", "windows")}
 """The outputs run with one file per micro-batch and with three (each a query: few at once,
 as each starts a Python process for its source that must connect back within 10 s). The run
 with three reads the files through the suite's `viewfs://` mount (`LAKE`), which the reader's
@@ -223,6 +276,8 @@ def runs(spark: Any, tmp_path_factory: Any, lake_directory: Path) -> dict[str, A
     want_late = {name: result.late_count(made[name]) for name in ("t", "n")}
     got: dict[int, dict[str, list[dict[str, Any]]]] = {}
     late: dict[int, dict[str, int]] = {}
+    invalid: dict[int, dict[str, int]] = {}
+    counted: dict[int, dict[str, tuple[int, int, int, int]]] = {}
     strategies: dict[int, set[Strategy]] = {}
     for per_batch, names in PER_BATCH.items():
         footers.FILES_PER_BATCH = per_batch
@@ -246,13 +301,32 @@ def runs(spark: Any, tmp_path_factory: Any, lake_directory: Path) -> dict[str, A
             for chosen in run.final.translation.late_filters.filters.values()
         }
         late[per_batch] = {n: running.late_count(outputs[n]) for n in ("t", "n") if n in names}
+        invalid[per_batch] = {
+            n: running.invalid_count(outputs[n]) for n in ("t", "n") if n in names
+        }
+        counted[per_batch] = counts_of(running.metrics(), spark_p) if per_batch == 1 else {}
     return {
         "want": want,
         "want late": want_late,
         "got": got,
         "late": late,
+        "invalid": invalid,
+        "want invalid": {name: result.invalid_count(made[name]) for name in ("t", "n")},
+        "counted": counted,
+        "want counted": counts_of(result.metrics(), p),
         "strategies": strategies,
     }
+
+
+def counts_of(metrics: Any, p: sb.Pipeline) -> dict[str, tuple[int, int, int, int]]:
+    """Rows in, rows out, late and invalid rows of the source and the `WithWatermark`s, which
+    the reader counts (what follows them is the queries' own)."""
+    counted = {}
+    for node in p.nodes:
+        if isinstance(node.transform, (sb.ReadFiles, sb.WithWatermark)):
+            got = metrics[node.label]
+            counted[node.label] = (got.rows_in, got.rows_out, got.late_rows, got.invalid_rows)
+    return counted
 
 
 @pytest.mark.spark
@@ -266,6 +340,11 @@ def test_footers_agree_with_the_direct_runner(runs: dict[str, Any], per_batch: i
         assert row_multiset(rows) == row_multiset(want[name]), name
     for name, count in runs["late"][per_batch].items():
         assert count == runs["want late"][name], name
+    assert runs["want invalid"] == {"t": 1, "n": 0}
+    for name, count in runs["invalid"][per_batch].items():
+        assert count == runs["want invalid"][name], name
+    if per_batch == 1:
+        assert runs["counted"][1] == runs["want counted"]
     assert runs["strategies"][per_batch] == {Strategy.FOOTERS}
 
 

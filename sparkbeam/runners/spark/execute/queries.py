@@ -55,7 +55,11 @@ from sparkbeam.runners.spark.session.engine_errors import spark_errors
 from sparkbeam.runners.spark.session.paths import paths_of, require_staging, scratch_directory
 from sparkbeam.runners.spark.session.quiet import converting
 from sparkbeam.runners.spark.session.shipping import is_connect
-from sparkbeam.runners.spark.translate.live_footers import resolved_directories, sources_started
+from sparkbeam.runners.spark.translate.live_footers import (
+    read_counts,
+    resolved_directories,
+    sources_started,
+)
 from sparkbeam.runners.spark.translate.observed import observed_fields
 from sparkbeam.runners.spark.translate.sources import Sink
 from sparkbeam.schema import columns_to_rows
@@ -225,22 +229,25 @@ class Stage:
         counted: dict[str, int] = {}
         for progress in self.query.recentProgress:
             # A trigger that found nothing to run reports the next batch's id with no
-            # observed metrics, before that batch reports its own: count only batches run.
-            observed = progress.get("observedMetrics")
-            if not observed or progress["batchId"] in self.seen_batches:
+            # observed metrics and no new offsets, before that batch reports its own: count
+            # only batches run.
+            observed = progress.get("observedMetrics") or {}
+            read = read_counts(progress)
+            if not (observed or read) or progress["batchId"] in self.seen_batches:
                 continue
             self.seen_batches.add(progress["batchId"])
+            fields: dict[str, Any] = dict(read)
             for name, metric in observed.items():
-                fields: dict[str, Any] = {}
                 for field, value in observed_fields(metric).items():
                     key = field if "." in field else f"{name}.{field}"  # fields named by key
                     fields[key] = value
-                    parsed = MetricKey.parse(key)
-                    if parsed is not None and parsed.field == ROWS:
-                        also = self.translation.counted_as.get(parsed.observation)
-                        if also is not None:
-                            fields[also.rows()] = value
-                self.add_counts(fields, counted)
+            for key, value in list(fields.items()):
+                parsed = MetricKey.parse(key)
+                if parsed is not None and parsed.field == ROWS:
+                    also = self.translation.counted_as.get(parsed.observation)
+                    if also is not None:
+                        fields[also.rows()] = value
+            self.add_counts(fields, counted)
         for derive in self.translation.derived.values():  # in graph order
             self.metrics.update(derive(self.metrics))
         return counted

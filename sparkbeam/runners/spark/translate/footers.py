@@ -22,6 +22,14 @@ them; a writer that left statistics out) has that one column read on the
 driver instead. A replayed batch after a restart gets the same files and
 watermarks, from the offset log.
 
+The reader also counts what the `WithWatermark`s' observations would (`Counts`:
+rows, rows with no time, late rows, largest times), as it plans each batch on
+the driver: from the footers, reading a file's time column only where its
+smallest time lies below its watermark. The counts travel in the batch's end
+offset, which the offset log keeps (a replayed batch counts the same), and the
+runner reads them from the query's progress (`batch_counts`): no aggregate
+over every row in the query.
+
 This module runs in Spark's Python processes (the source's planner and its
 readers), which may have only pyspark, pandas and pyarrow: it imports nothing
 else, and the runner pickles it by value (`live_footers`), so that those
@@ -88,9 +96,33 @@ class Mark:
         return floored - self.delay
 
 
-def options_of(path: str, marks: Sequence[Mark], label: str) -> dict[str, str]:
+@dataclass(frozen=True)
+class MarkCounts:
+    """The metric keys under which the reader counts one mark's `WithWatermark` (the runner's
+    names, `plan.keys`): its input rows with a time and with none, their largest time, the
+    rows its filter passes and their largest time."""
+
+    rows: str
+    invalid: str
+    latest: str
+    kept: str
+    kept_latest: str
+
+
+@dataclass(frozen=True)
+class Counts:
+    """What the reader counts of each micro-batch, carried in its end offset: the source's
+    rows under `rows`, and per mark (`MarkCounts`, in the order of the marks)."""
+
+    marks: tuple[MarkCounts, ...]
+    rows: str
+
+
+def options_of(
+    path: str, marks: Sequence[Mark], label: str, counts: Counts | None = None
+) -> dict[str, str]:
     """The reader's options (Spark lower-cases the keys)."""
-    return {
+    options = {
         "path": path,
         "marks": json.dumps(
             [[m.column, m.time, m.is_datetime, m.delay, m.in_millis] for m in marks]
@@ -98,6 +130,30 @@ def options_of(path: str, marks: Sequence[Mark], label: str) -> dict[str, str]:
         "label": label,
         "files_per_batch": str(FILES_PER_BATCH),
     }
+    if counts is not None:
+        keys = [[c.rows, c.invalid, c.latest, c.kept, c.kept_latest] for c in counts.marks]
+        options["counts"] = json.dumps({"marks": keys, "rows": counts.rows})
+    return options
+
+
+def batch_counts(start: str | dict | None, end: str | dict | None) -> dict[str, int]:
+    """What a reader counted of the micro-batch from offset `start` to `end` (as a query's
+    progress gives them: JSON text or parsed), by metric key; nothing for a batch that read
+    no new file (a no-data batch, an idle trigger) or another source's offsets."""
+    before, after = _parsed(start), _parsed(end)
+    if after is None or "counts" not in after or after == before:
+        return {}
+    return dict(after["counts"])
+
+
+def _parsed(offset: str | dict | None) -> dict | None:
+    """An offset as a dict; None for one of another source (not a JSON object)."""
+    if isinstance(offset, str):
+        try:
+            offset = json.loads(offset)
+        except ValueError:
+            return None
+    return offset if isinstance(offset, dict) else None
 
 
 @dataclass
@@ -135,34 +191,57 @@ def open_parquet(path: str) -> pq.ParquetFile:
     return pq.ParquetFile(path, coerce_int96_timestamp_unit="us")
 
 
-def latest_time(path: str, column: str, is_datetime: bool) -> int | None:
-    """The largest non-null time of `column` in the parquet file at `path` (microseconds since
-    the epoch for datetimes), from its footer's statistics where every row group has them
-    (INT64 or INT32 values), else from the column itself (INT96 timestamps, a writer that left
-    statistics out); None when it holds none (an empty file)."""
+@dataclass(frozen=True)
+class Summary:
+    """One time column of one file: its rows, how many hold no time, and the smallest and
+    largest time (microseconds since the epoch for datetimes; None: no time at all)."""
+
+    rows: int
+    nulls: int
+    smallest: int | None
+    latest: int | None
+
+
+def summary(path: str, column: str, is_datetime: bool) -> Summary:
+    """`Summary` of `column` in the parquet file at `path`, from its footer's statistics where
+    every row group has them (INT64 or INT32 values, null counts), else from the column itself
+    (INT96 timestamps, a writer that left statistics out)."""
     parquet = open_parquet(path)
     metadata = parquet.metadata
     kinds = parquet.schema_arrow
     if kinds.get_field_index(column) < 0:
-        return None  # refused by `read`, with the file named
+        return Summary(metadata.num_rows, 0, None, None)  # refused by `read`, with the file named
     leaves = [metadata.schema.column(i).path for i in range(metadata.num_columns)]
     if column not in leaves:
-        return _read_latest(parquet, column, is_datetime)
+        return _read_summary(parquet, column, is_datetime)
     index = leaves.index(column)
     scale = _micros_per_unit(kinds.field(column).type) if is_datetime else 1
     physical = metadata.schema.column(index).physical_type
+    if scale is None or physical not in ("INT64", "INT32"):
+        return _read_summary(parquet, column, is_datetime)
+    nulls = 0
+    smallest: int | None = None
     latest: int | None = None
     for group in range(metadata.num_row_groups):
-        if metadata.row_group(group).num_rows == 0:
+        rows = metadata.row_group(group).num_rows
+        if rows == 0:
             continue
-        chunk = metadata.row_group(group).column(index)
-        stats = chunk.statistics
-        usable = stats is not None and stats.has_min_max
-        if scale is None or physical not in ("INT64", "INT32") or not usable:
-            return _read_latest(parquet, column, is_datetime)
-        value = int(stats.max_raw) * scale
-        latest = value if latest is None else max(latest, value)
-    return latest
+        stats = metadata.row_group(group).column(index).statistics
+        if stats is None or not stats.has_null_count:
+            return _read_summary(parquet, column, is_datetime)
+        nulls += stats.null_count
+        if stats.null_count == rows:
+            continue  # no time in the group: no bounds either
+        if not stats.has_min_max:
+            return _read_summary(parquet, column, is_datetime)
+        smallest = _min(smallest, int(stats.min_raw) * scale)
+        latest = _max(latest, int(stats.max_raw) * scale)
+    return Summary(metadata.num_rows, nulls, smallest, latest)
+
+
+def latest_time(path: str, column: str, is_datetime: bool) -> int | None:
+    """The largest non-null time of `column` in the parquet file at `path` (`summary`)."""
+    return summary(path, column, is_datetime).latest
 
 
 def _micros_per_unit(kind: pa.DataType) -> int | None:
@@ -171,13 +250,26 @@ def _micros_per_unit(kind: pa.DataType) -> int | None:
     return None
 
 
-def _read_latest(parquet: pq.ParquetFile, column: str, is_datetime: bool) -> int | None:
-    """The largest time of `column`, read (a footer with no usable statistics)."""
+def _times(parquet: pq.ParquetFile, column: str, is_datetime: bool) -> pa.ChunkedArray:
+    """The values of `column`, as integers in the units the watermark compares (microseconds
+    for datetimes)."""
     values = parquet.read(columns=[column]).column(0)
     if is_datetime:
-        values = values.cast(pa.timestamp("us", tz="UTC"), safe=False).cast(pa.int64())
-    latest = pc.max(values).as_py()
-    return None if latest is None else int(latest)
+        return values.cast(pa.timestamp("us", tz="UTC"), safe=False).cast(pa.int64())
+    return values.cast(pa.int64())
+
+
+def _read_summary(parquet: pq.ParquetFile, column: str, is_datetime: bool) -> Summary:
+    """`Summary` of `column`, read (a footer with no usable statistics)."""
+    values = _times(parquet, column, is_datetime)
+    bounds = pc.min_max(values).as_py()
+    return Summary(len(values), values.null_count, bounds["min"], bounds["max"])
+
+
+def late_rows(path: str, column: str, is_datetime: bool, watermark: int) -> int:
+    """The rows of the file at `path` whose time in `column` lies below `watermark`, read."""
+    values = _times(open_parquet(path), column, is_datetime)
+    return int(pc.sum(pc.less(values, watermark)).as_py() or 0)
 
 
 Latest = dict[str, int | None]
@@ -186,9 +278,10 @@ Latest = dict[str, int | None]
 
 class FootersReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Offsets `{"last": the last file read or None, "latest": the largest time of each event
-    time column through it, "files": the names the batch ending there read}`; everything a
-    batch needs follows from its two offsets (a batch replayed after a restart reads the same
-    files with the same watermarks)."""
+    time column through it, "files": the names the batch ending there read, "counts": what
+    it counted of them (with the option `counts`: `Counts`)}`; everything a batch needs
+    follows from its two offsets (a batch replayed after a restart reads the same files with
+    the same watermarks)."""
 
     def __init__(self, schema: StructType, options: dict[str, str]) -> None:
         self.schema = schema
@@ -196,6 +289,12 @@ class FootersReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.marks = [Mark(*fields) for fields in json.loads(options["marks"])]
         self.times = {mark.time: mark.is_datetime for mark in self.marks}
         self.label = options.get("label", "ReadFiles")
+        counts = json.loads(options["counts"]) if "counts" in options else None
+        self.counts = (
+            None
+            if counts is None
+            else Counts(tuple(MarkCounts(*keys) for keys in counts["marks"]), counts["rows"])
+        )
         self.files_per_batch = int(options.get("files_per_batch", "1"))
         self.known: set[str] | None = None
         """The names listed last time: a new name before the last read is refused."""
@@ -241,18 +340,56 @@ class FootersReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             names = names[: max(1, limit.max_files)]
         if not names:
             return start
-        latest = dict(start["latest"])
+        latest: Latest = dict(start["latest"])
+        counts: dict[str, int | None] = {}
         for name in names:
-            latest = self._after(latest, name)
-        return {"last": names[-1], "latest": latest, "files": names}
+            summaries = self._summaries(name)
+            if self.counts is not None:
+                self._count(counts, name, latest, summaries)
+            latest = _after(latest, summaries)
+        offset = {"last": names[-1], "latest": latest, "files": names}
+        if self.counts is not None:
+            offset["counts"] = counts
+        return offset
 
-    def _after(self, latest: Latest, name: str) -> Latest:
-        """`latest` moved on by the file `name`."""
+    def _count(
+        self,
+        counts: dict[str, int | None],
+        name: str,
+        latest: Latest,
+        summaries: dict[str, Summary],
+    ) -> None:
+        """Add to `counts` the file `name`'s rows as each mark's filter judges them, with the
+        watermark of the files before it (`latest`): from its footer, and its time column
+        read only where the footer's smallest time lies below the watermark."""
+        assert self.counts is not None
+        path = os.path.join(self.directory, name)
+        rows = next(iter(summaries.values())).rows  # the file's, in every summary
+        counts[self.counts.rows] = (counts.get(self.counts.rows) or 0) + rows
+        for mark, keys in zip(self.marks, self.counts.marks, strict=True):
+            of = summaries[mark.time]
+            watermark = mark.watermark(latest[mark.time])
+            late = 0
+            if watermark is not None and of.smallest is not None and of.smallest < watermark:
+                late = late_rows(path, mark.time, mark.is_datetime, watermark)
+            valid = of.rows - of.nulls
+            for key, value in (
+                (keys.rows, valid),
+                (keys.invalid, of.nulls),
+                (keys.kept, valid - late),
+            ):
+                counts[key] = (counts.get(key) or 0) + value
+            if of.latest is not None:
+                counts[keys.latest] = _max(counts.get(keys.latest), of.latest)
+                if watermark is None or of.latest >= watermark:  # the largest row passes
+                    counts[keys.kept_latest] = _max(counts.get(keys.kept_latest), of.latest)
+
+    def _summaries(self, name: str) -> dict[str, Summary]:
+        """Each event time column of the file `name` (`summary`)."""
         path = os.path.join(self.directory, name)
         try:
             return {
-                time: _max(latest[time], latest_time(path, time, is_datetime))
-                for time, is_datetime in self.times.items()
+                time: summary(path, time, is_datetime) for time, is_datetime in self.times.items()
             }
         except (OSError, pa.ArrowException) as exc:
             raise FootersError(
@@ -270,7 +407,7 @@ class FootersReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for name in names:
             watermarks = [mark.watermark(latest[mark.time]) for mark in self.marks]
             partitions.append(FilePartition(os.path.join(self.directory, name), watermarks))
-            latest = self._after(latest, name)
+            latest = _after(latest, self._summaries(name))
         return partitions
 
     def commit(self, end: dict) -> None:
@@ -312,9 +449,16 @@ def _cast(values: pa.Array, kind: pa.DataType, name: str, path: str, label: str)
     return values.cast(kind)
 
 
+def _after(latest: Latest, summaries: dict[str, Summary]) -> Latest:
+    """`latest` moved on by a file's `summaries`."""
+    return {time: _max(before, summaries[time].latest) for time, before in latest.items()}
+
+
 def _max(a: int | None, b: int | None) -> int | None:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return max(a, b)
+    """The larger of `a` and `b`, None standing for no value."""
+    return b if a is None else a if b is None else max(a, b)
+
+
+def _min(a: int | None, b: int | None) -> int | None:
+    """The smaller of `a` and `b`, None standing for no value."""
+    return b if a is None else a if b is None else min(a, b)

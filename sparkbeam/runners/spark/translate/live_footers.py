@@ -16,12 +16,16 @@ from pyspark.sql import types as T
 from sparkbeam.graph import Node
 from sparkbeam.paths import is_local
 from sparkbeam.runners.spark.parts.arrow import refuse_live_nanoseconds, spark_schema
+from sparkbeam.runners.spark.plan.keys import INVALID_ROWS, Observation
 from sparkbeam.runners.spark.session.paths import local_directory, paths_of
 from sparkbeam.runners.spark.translate import footers
 from sparkbeam.runners.spark.translate.footers import (
     SOURCE_NAME,
+    Counts,
     Mark,
+    MarkCounts,
     ParquetFootersSource,
+    batch_counts,
     options_of,
 )
 from sparkbeam.transforms.files import ReadFiles, data_files
@@ -31,11 +35,15 @@ _REGISTERED: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def footer_files(
-    spark: SparkSession, node: Node, readers: Sequence[tuple[Node, str]], directory: str
+    spark: SparkSession,
+    node: Node,
+    readers: Sequence[tuple[Node, str]],
+    directory: str,
 ) -> DataFrame:
     """`node` (a live parquet `ReadFiles` whose files are in `directory` on the driver's disk)
     with, for each `WithWatermark` of `readers` and the column named with it, the watermark of
-    each row's file (None before any file)."""
+    each row's file (None before any file). The reader counts the source's rows and what
+    those `WithWatermark`s' observations would (`reader_counts`)."""
     transform = node.transform
     assert isinstance(transform, ReadFiles)
     schema = node.info.schema
@@ -55,8 +63,44 @@ def footer_files(
         marks.append(Mark(mark, watermark.column, is_datetime, function.delay, function.in_millis))
     fields = spark_schema(schema, node.label).fields
     read_schema = T.StructType([*fields, *(T.StructField(m.column, T.LongType()) for m in marks)])
-    options = options_of(directory, marks, node.label)
+    counts = reader_counts(node, [reader for reader, _ in readers])
+    options = options_of(directory, marks, node.label, counts)
     return spark.readStream.format(SOURCE_NAME).schema(read_schema).options(**options).load()
+
+
+def reader_counts(source: Node, readers: Sequence[Node]) -> Counts:
+    """The metric keys a footer source's reader counts under, in place of the observations
+    of a source a `WithWatermark` reads straight from (`plan.streaming_query.counts_source`):
+    the source's rows and, for each `WithWatermark` of `readers`, what it counts on its
+    input and what its filter passes (`translate.watermark`). A source holds no watermarked
+    column, and a `WithWatermark` straight on it only its own."""
+    assert not source.info.watermarked, source.label
+    marks = []
+    for reader in readers:
+        transform = reader.transform
+        assert isinstance(transform, WithWatermark)
+        assert sorted(reader.info.watermarked) == [transform.column], reader.label
+        into, out = Observation("in", reader.id), Observation("n", reader.id)
+        marks.append(
+            MarkCounts(
+                rows=into.rows(),
+                invalid=into.field(INVALID_ROWS),
+                latest=into.latest(),
+                kept=out.rows(),
+                kept_latest=out.latest(0),
+            )
+        )
+    return Counts(tuple(marks), Observation("n", source.id).rows())
+
+
+def read_counts(progress: Any) -> dict[str, int]:
+    """What the footer sources' readers counted of the micro-batch a query's `progress`
+    reports (`reader_counts`), by metric key: carried in each reader's end offset, which the
+    offset log keeps, so a batch replayed after a restart counts what it counted before."""
+    counts: dict[str, int] = {}
+    for source in progress.get("sources") or ():
+        counts.update(batch_counts(source.get("startOffset"), source.get("endOffset")))
+    return counts
 
 
 def resolved_directories(

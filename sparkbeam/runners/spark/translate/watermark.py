@@ -99,7 +99,12 @@ def streaming_with_watermark(
     time = F.col(column)
     invalid = inputs[0].filter(time.isNull())
     chosen = run.late_filters.of(node.id)
-    if chosen.reads_marks:
+    if chosen.strategy is Strategy.FOOTERS:
+        # A live parquet source's reader writes the watermark each row is judged by, and
+        # counts what this node's observation would, from the files' footers (`footers`).
+        source, _ = run.epoch_marks[node.id]
+        real = _declare_watermark(run, node, run.marked[source], counted=False, keep_time=True)
+    elif chosen.reads_marks:
         # Fed straight from a replayed source: its epoch files hold the watermark each row is
         # judged by, a stateless filter (exact: `exact.late_filter`).
         source, mark = run.epoch_marks[node.id]
