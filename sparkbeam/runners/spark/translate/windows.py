@@ -109,17 +109,23 @@ def tumble(translation: Translation, node: Node, inputs: Sequence[DataFrame]) ->
     spec = transform.spec(schema, node.label)
     t = units(F.col(transform.column), kind)
     size = long_literal(spec.size)
-    start = F.try_subtract(t, _below_window_start(t, spec.offset, size))
     bounds = translation.window_bounds(kind)
-    start = _window_in_range(start, start, size, bounds, node.label, schema)
     frame = inputs[0]
     if not _timed(translation, node, transform.column):
         frame = require_time(frame, transform.column, node.label, schema)
-    # the start once (its checks too), then both bounds from it
-    started = frame.select("*", start.alias(WINDOW_START_UNITS))
+    # The start once, then its checks, then both bounds from it, each a column of its own:
+    # Spark generates a column used several times once, where an expression repeated in
+    # each use is generated again each time (the checks read the start four times). Kept
+    # small, the micro-batch's generated method stays within what the JVM compiles.
     bound = F.col(WINDOW_START_UNITS)
+    started = frame.select(
+        "*", F.try_subtract(t, _below_window_start(t, spec.offset, size)).alias(WINDOW_START_UNITS)
+    )
+    checked = started.withColumn(
+        WINDOW_START_UNITS, _window_in_range(bound, bound, size, bounds, node.label, schema)
+    )
     return Made(
-        started.select(
+        checked.select(
             "*",
             from_units(bound, kind).alias(WINDOW_START),
             from_units(bound + size, kind).alias(WINDOW_END),
@@ -134,6 +140,11 @@ def _below_window_start(t: Column, offset: int, slide: Column) -> Column:
     return F.pmod(F.pmod(t, slide) - long_literal(offset), slide)
 
 
+HOP_VALUES = ("__sparkbeam_below", "__sparkbeam_last", "__sparkbeam_reach", "__sparkbeam_first")
+"""A `Hop`'s columns before its windows: how far the time lies past the last window start
+(`_below_window_start`), that start, how far back its windows reach, and the first start."""
+
+
 @streaming(Hop)
 @translates(Hop)
 def hop(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> Made:
@@ -144,20 +155,28 @@ def hop(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> Ma
     spec = transform.spec(schema, node.label)
     size, slide = long_literal(spec.size), long_literal(spec.slide)
     t = units(F.col(transform.column), kind)
-    below = _below_window_start(t, spec.offset, slide)
-    last = F.try_subtract(t, below)
-    # the windows holding t start at last, last - slide, ..., down to the first after t - size
-    reach = size - long_literal(1) - below
-    first = F.try_subtract(last, F.call_function("div", reach, slide) * slide)
     bounds = translation.window_bounds(kind)
-    first = _window_in_range(first, last, size, bounds, node.label, schema, reach >= 0)
+    frame = inputs[0]
+    if not _timed(translation, node, transform.column):
+        frame = require_time(frame, transform.column, node.label, schema)
+    # Each value a column of its own, as in `tumble`. The windows holding t start at last,
+    # last - slide, ..., down to the first after t - size (none where reach < 0).
+    below, last, reach, first = (F.col(name) for name in HOP_VALUES)
+    frame = frame.withColumn(HOP_VALUES[0], _below_window_start(t, spec.offset, slide))
+    frame = frame.select(
+        "*",
+        F.try_subtract(t, below).alias(HOP_VALUES[1]),
+        (size - long_literal(1) - below).alias(HOP_VALUES[2]),
+    )
+    frame = frame.withColumn(
+        HOP_VALUES[3], F.try_subtract(last, F.call_function("div", reach, slide) * slide)
+    )
+    checked = _window_in_range(first, last, size, bounds, node.label, schema, reach >= 0)
+    frame = frame.withColumn(HOP_VALUES[3], checked)
     starts = F.when(reach >= 0, F.sequence(first, last, slide)).otherwise(
         F.array().cast("array<bigint>")
     )
     start = F.explode(starts).alias("__sparkbeam_start")
-    frame = inputs[0]
-    if not _timed(translation, node, transform.column):
-        frame = require_time(frame, transform.column, node.label, schema)
     exploded = frame.select("*", start)
     begin = F.col("__sparkbeam_start")
     return Made(
