@@ -37,6 +37,7 @@ from sparkbeam.runners.spark.execute.live_merges import (
     slug,
     stage_sink,
 )
+from sparkbeam.runners.spark.execute.live_progress import follow, unfollow
 from sparkbeam.runners.spark.execute.progress import Clock, counted, say
 from sparkbeam.runners.spark.execute.streaming import StreamingTranslation
 from sparkbeam.runners.spark.plan.ancestry import ancestors
@@ -105,6 +106,8 @@ class Stage:
         self.latest: int | None = None
         """The latest event time (in units) among the rows emitted, for a `WithWatermark`."""
         self.seen_batches: set[int] = set()
+        self._folding = threading.Lock()
+        """Held while `fold` adds a progress report's counts to `metrics`."""
         self.watermark_ms: int | None = None
         """Spark's watermark after the last epoch before the end of input (`record_watermark`)."""
         self.query: Any = None
@@ -225,32 +228,52 @@ class Stage:
             self.record_watermark()
 
     def collect_metrics(self) -> dict[str, int]:
-        """Add up the observed metrics of the micro-batches not counted yet (and return them)."""
+        """Add up the counts of the micro-batches not counted yet (and return them), from the
+        query's recent progress reports (a live query's others came through `fold` as Spark
+        posted them: `live_progress`)."""
         counted: dict[str, int] = {}
         for progress in self.query.recentProgress:
-            # A trigger that found nothing to run reports the next batch's id with no
-            # observed metrics and no new offsets, before that batch reports its own: count
-            # only batches run.
-            observed = progress.get("observedMetrics") or {}
-            read = read_counts(progress)
-            if not (observed or read) or progress["batchId"] in self.seen_batches:
-                continue
-            self.seen_batches.add(progress["batchId"])
-            fields: dict[str, Any] = dict(read)
-            for name, metric in observed.items():
-                for field, value in observed_fields(metric).items():
-                    key = field if "." in field else f"{name}.{field}"  # fields named by key
-                    fields[key] = value
-            for key, value in list(fields.items()):
-                parsed = MetricKey.parse(key)
-                if parsed is not None and parsed.field == ROWS:
-                    also = self.translation.counted_as.get(parsed.observation)
-                    if also is not None:
-                        fields[also.rows()] = value
-            self.add_counts(fields, counted)
-        for derive in self.translation.derived.values():  # in graph order
-            self.metrics.update(derive(self.metrics))
+            for key, value in (self.fold(progress) or {}).items():
+                counted[key] = counted.get(key, 0) + value
+        with self._folding:
+            for derive in self.translation.derived.values():  # in graph order
+                self.metrics.update(derive(self.metrics))
         return counted
+
+    def fold(self, progress: Any) -> dict[str, int] | None:
+        """Add the counts of one progress report to `metrics`, once per micro-batch: what
+        Spark observed, and what the footer sources' readers counted (`read_counts`). Its row
+        counts, or None for a report of a batch already counted or of none run."""
+        # A trigger that found nothing to run reports the next batch's id with no observed
+        # metrics and no new offsets, before that batch reports its own: count only batches
+        # run.
+        observed = progress.get("observedMetrics") or {}
+        read = read_counts(progress)
+        if not (observed or read):
+            return None
+        fields: dict[str, Any] = dict(read)
+        for name, metric in observed.items():
+            for field, value in observed_fields(metric).items():
+                key = field if "." in field else f"{name}.{field}"  # fields named by key
+                fields[key] = value
+        for key, value in list(fields.items()):
+            parsed = MetricKey.parse(key)
+            if parsed is not None and parsed.field == ROWS:
+                also = self.translation.counted_as.get(parsed.observation)
+                if also is not None:
+                    fields[also.rows()] = value
+        counted: dict[str, int] = {}
+        with self._folding:
+            if progress["batchId"] in self.seen_batches:
+                return None
+            self.seen_batches.add(progress["batchId"])
+            self.add_counts(fields, counted)
+        return counted
+
+    def metrics_now(self) -> dict[str, int]:
+        """A copy of `metrics` (a listener's thread may be adding to it: `fold`)."""
+        with self._folding:
+            return dict(self.metrics)
 
     def add_counts(self, fields: dict[str, Any], counted: dict[str, int]) -> None:
         """Add one micro-batch's (or epoch's) observed fields, by key, to `metrics` (a largest
@@ -522,7 +545,7 @@ class StreamingRun:
         for stage in self.stages:
             if self.live:
                 stage.collect_metrics()
-            for key, value in stage.metrics.items():
+            for key, value in stage.metrics_now().items():
                 merged[key] = merged.get(key, 0) + value
         return merged
 
@@ -559,6 +582,9 @@ class StreamingRun:
             return
         try:
             self.start()
+            for stage in self.stages:  # every micro-batch counted (`live_progress`)
+                if stage.query is not None:
+                    follow(self.spark, stage.query, stage.fold)
         except BaseException:
             self.stop()
             raise
@@ -571,6 +597,8 @@ class StreamingRun:
         for stage in self.stages:
             if stage.query is not None:
                 stage.query.stop()
+                if self.live:
+                    unfollow(self.spark, stage.query)
             if stage.memory is not None:
                 self.spark.catalog.dropTempView(stage.memory)
         if self.own_stages is not None:
