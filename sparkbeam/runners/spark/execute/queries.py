@@ -79,6 +79,12 @@ _RUNNING = threading.BoundedSemaphore(SIDE_BY_SIDE)
 however many runs are fed from how many threads."""
 
 
+SEEN_BATCHES = 100_000
+"""How many of a query's latest micro-batch ids `fold` keeps to count each once; older ones
+are taken as counted. Spark offers a report again only while it is among the query's recent
+reports (`spark.sql.streaming.numRecentProgressUpdates`, 100 by default)."""
+
+
 class Stage:
     """One streaming query: the ancestors of `target`, with a sink that keeps each epoch's rows
     (or the production `sink`: files, or the user's callback).
@@ -106,6 +112,8 @@ class Stage:
         self.latest: int | None = None
         """The latest event time (in units) among the rows emitted, for a `WithWatermark`."""
         self.seen_batches: set[int] = set()
+        """The micro-batches counted (`fold`), but none before `forgotten_before`."""
+        self.forgotten_before = -1
         self._folding = threading.Lock()
         """Held while `fold` adds a progress report's counts to `metrics`."""
         self.watermark_ms: int | None = None
@@ -264,9 +272,13 @@ class Stage:
                     fields[also.rows()] = value
         counted: dict[str, int] = {}
         with self._folding:
-            if progress["batchId"] in self.seen_batches:
+            batch = progress["batchId"]
+            if batch in self.seen_batches or batch < self.forgotten_before:
                 return None
-            self.seen_batches.add(progress["batchId"])
+            self.seen_batches.add(batch)
+            if len(self.seen_batches) > 2 * SEEN_BATCHES:  # a long-running live query
+                self.forgotten_before = batch - SEEN_BATCHES
+                self.seen_batches = {b for b in self.seen_batches if b >= self.forgotten_before}
             self.add_counts(fields, counted)
         return counted
 
