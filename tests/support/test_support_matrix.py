@@ -23,6 +23,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import itertools
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -109,6 +110,9 @@ def ignore(rows: list[dict[str, Any]], batch_id: int) -> None:
 
 class StubQuery:
     """What `DataStreamWriter.start` returns on live sources here: a query that never runs."""
+
+    def __init__(self) -> None:
+        self.id = uuid.uuid4()
 
     def stop(self) -> None:
         pass

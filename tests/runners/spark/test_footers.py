@@ -18,6 +18,7 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxFiles
 
 import sparkbeam as sb
+from sparkbeam.runners.spark.execute import live_progress
 from sparkbeam.runners.spark.plan.late_filters import Strategy
 from sparkbeam.runners.spark.session.engine_errors import PIPELINE_ERROR_MARK as MARKED
 from sparkbeam.runners.spark.translate import footers
@@ -280,6 +281,7 @@ def runs(spark: Any, tmp_path_factory: Any, lake_directory: Path) -> dict[str, A
     late: dict[int, dict[str, int]] = {}
     invalid: dict[int, dict[str, int]] = {}
     counted: dict[int, dict[str, tuple[int, int, int, int]]] = {}
+    listening: dict[int, bool] = {}
     strategies: dict[int, set[Strategy]] = {}
     for per_batch, names in PER_BATCH.items():
         footers.FILES_PER_BATCH = per_batch
@@ -303,6 +305,7 @@ def runs(spark: Any, tmp_path_factory: Any, lake_directory: Path) -> dict[str, A
             spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
         finally:
             running.stop()
+        listening[per_batch] = id(spark) in live_progress._LISTENERS
         strategies[per_batch] = {
             chosen.strategy
             for run in running.sinks.values()
@@ -321,6 +324,7 @@ def runs(spark: Any, tmp_path_factory: Any, lake_directory: Path) -> dict[str, A
         "invalid": invalid,
         "want invalid": {name: result.invalid_count(made[name]) for name in ("t", "n")},
         "counted": counted,
+        "listening": listening,
         "want counted": counts_of(result.metrics(), p),
         "strategies": strategies,
     }
@@ -353,6 +357,7 @@ def test_footers_agree_with_the_direct_runner(runs: dict[str, Any], per_batch: i
         assert count == runs["want invalid"][name], name
     if per_batch == 1:
         assert runs["counted"][1] == runs["want counted"]
+    assert not runs["listening"][per_batch]  # the session's listener went with its queries
     assert runs["strategies"][per_batch] == {Strategy.FOOTERS}
 
 
