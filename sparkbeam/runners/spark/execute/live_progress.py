@@ -16,6 +16,7 @@ every epoch and need none.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable
@@ -23,6 +24,8 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
+
+from sparkbeam.runners.spark.session.shipping import is_connect
 
 LOGGER = logging.getLogger("sparkbeam.spark")
 
@@ -85,3 +88,19 @@ def unfollow(spark: SparkSession, query: Any) -> None:
         if not listener.followed:
             del _LISTENERS[id(spark)]
             spark.streams.removeListener(listener)
+            _drain(spark)
+
+
+DRAIN_MS = 5_000
+
+
+def _drain(spark: SparkSession) -> None:
+    """Wait, `DRAIN_MS` at most, until Spark's listener bus has handed over the events already
+    posted. One may be on its way to the listener just removed: a Python process that exits
+    meanwhile (a job's last line is often `stop()`) would leave Spark to log the call it
+    could not make, an error in the job's log about nothing. On Spark Connect the listener
+    runs in this process, and there is nothing to wait for."""
+    if is_connect(spark):
+        return
+    with contextlib.suppress(Exception):  # the wait is a courtesy to the logs
+        spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(DRAIN_MS)
