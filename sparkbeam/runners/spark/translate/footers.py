@@ -431,9 +431,8 @@ class FootersReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 for i, name in enumerate(names)
             ]
             for mark, watermark in zip(self.marks, file.watermarks, strict=True):
-                columns.append(
-                    pa.array([watermark] * batch.num_rows, target.field(mark.column).type)
-                )
+                kind = target.field(mark.column).type  # one value: 0.15 ms, a list 3.4 ms
+                columns.append(pa.repeat(pa.scalar(watermark, kind), batch.num_rows))
             yield pa.RecordBatch.from_arrays(columns, schema=target)
 
 
