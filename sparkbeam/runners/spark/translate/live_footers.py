@@ -35,10 +35,7 @@ _REGISTERED: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def footer_files(
-    spark: SparkSession,
-    node: Node,
-    readers: Sequence[tuple[Node, str]],
-    directory: str,
+    spark: SparkSession, node: Node, readers: Sequence[tuple[Node, str]], directory: str
 ) -> DataFrame:
     """`node` (a live parquet `ReadFiles` whose files are in `directory` on the driver's disk)
     with, for each `WithWatermark` of `readers` and the column named with it, the watermark of
