@@ -30,8 +30,8 @@ from sparkbeam.runners.spark.translate.footers import (
     Mark,
     MarkCounts,
     batch_counts,
-    latest_time,
     options_of,
+    summary,
 )
 from tests.agreement.pipelines import row_multiset
 from tests.conftest import LAKE
@@ -131,18 +131,18 @@ def micros(time: datetime) -> int:
 def test_the_largest_time_comes_from_the_footer_or_the_column(tmp_path: Path) -> None:
     write_files(tmp_path)
     latest = {
-        name: latest_time(str(tmp_path / f"{name}.parquet"), "t", True) for name, _, _ in FILES
+        name: summary(str(tmp_path / f"{name}.parquet"), "t", True).latest for name, _, _ in FILES
     }
     assert latest["f1-edges"] == micros(WM + US)
     assert latest["f4-no-stats"] == micros(T0 + timedelta(seconds=40))
     assert latest["f5-int96"] == micros(T0 + timedelta(seconds=37))
     assert latest["f6-empty"] is None
-    assert latest_time(str(tmp_path / "f4-no-stats.parquet"), "n", False) == 40_000
+    assert summary(str(tmp_path / "f4-no-stats.parquet"), "n", False).latest == 40_000
     groups = tmp_path / "groups.parquet"  # the largest in the first of three row groups
     rows = [row("a", i, 10 - i, T0 + timedelta(seconds=10 - i)) for i in range(6)]
     pq.write_table(table(rows), str(groups), row_group_size=2)
-    assert latest_time(str(groups), "t", True) == micros(T0 + timedelta(seconds=10))
-    assert latest_time(str(groups), "n", False) == 10
+    assert summary(str(groups), "t", True).latest == micros(T0 + timedelta(seconds=10))
+    assert summary(str(groups), "n", False).latest == 10
 
 
 def batches(source: FootersReader, limit: Any) -> Iterator[list[footers.FilePartition]]:

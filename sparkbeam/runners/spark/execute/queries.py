@@ -255,6 +255,9 @@ class Stage:
         # A trigger that found nothing to run reports the next batch's id with no observed
         # metrics and no new offsets, before that batch reports its own: count only batches
         # run.
+        batch = progress["batchId"]
+        if batch in self.seen_batches or batch < self.forgotten_before:
+            return None  # counted: the recent reports come again at every ask
         observed = progress.get("observedMetrics") or {}
         read = read_counts(progress)
         if not (observed or read):
@@ -272,9 +275,8 @@ class Stage:
                     fields[also.rows()] = value
         counted: dict[str, int] = {}
         with self._folding:
-            batch = progress["batchId"]
             if batch in self.seen_batches or batch < self.forgotten_before:
-                return None
+                return None  # the listener's thread and the asking one both had it
             self.seen_batches.add(batch)
             if len(self.seen_batches) > 2 * SEEN_BATCHES:  # a long-running live query
                 self.forgotten_before = batch - SEEN_BATCHES

@@ -239,11 +239,6 @@ def summary(path: str, column: str, is_datetime: bool) -> Summary:
     return Summary(metadata.num_rows, nulls, smallest, latest)
 
 
-def latest_time(path: str, column: str, is_datetime: bool) -> int | None:
-    """The largest non-null time of `column` in the parquet file at `path` (`summary`)."""
-    return summary(path, column, is_datetime).latest
-
-
 def _micros_per_unit(kind: pa.DataType) -> int | None:
     if pa.types.is_timestamp(kind):
         return MICROS_PER_UNIT[kind.unit]
@@ -404,10 +399,11 @@ class FootersReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         names = end["files"]
         latest = dict(start["latest"])
         partitions: list[InputPartition] = []
-        for name in names:
+        for i, name in enumerate(names):
+            if i:  # the files before this one moved it on (the last file's footer: unneeded)
+                latest = _after(latest, self._summaries(names[i - 1]))
             watermarks = [mark.watermark(latest[mark.time]) for mark in self.marks]
             partitions.append(FilePartition(os.path.join(self.directory, name), watermarks))
-            latest = _after(latest, self._summaries(name))
         return partitions
 
     def commit(self, end: dict) -> None:
