@@ -21,6 +21,9 @@ variant runs to the end of the backlog (`processAllAvailable()`):
 - `sparkbeam`: `ReadFiles(streaming=True)` -> ... -> `ForEachBatch` through
   the Spark runner: its reader judges each file by the footers of the files
   before it (no state).
+- `sparkbeam, each file one partition`: the same, its reader reading each
+  file in one task, as before it cut files of a million rows or more into
+  row ranges read side by side.
 - `sparkbeam, deduplication`: the same pipeline with the deduplication filter
   the runner chose before (and still chooses for other formats).
 - `sparkbeam live union, readers`: the same files in a second directory, read
@@ -82,6 +85,7 @@ import sparkbeam as sb
 from sparkbeam.runners.spark.exact.late_filter import current_watermark_filter
 from sparkbeam.runners.spark.plan import late_filters
 from sparkbeam.runners.spark.plan.settings import CHANGELOG, ONE_WATERMARK, STATE_STORE
+from sparkbeam.runners.spark.translate import footers
 from sparkbeam.schema import Schema
 
 ROWS = Schema.of({"key": str, "amount": float, "event_time": datetime})
@@ -164,6 +168,18 @@ def deduplicating() -> Iterator[None]:
         late_filters.judged_by_footers = chosen
 
 
+@contextlib.contextmanager
+def whole_file_partitions() -> Iterator[None]:
+    """The footer source reading each file as one partition, as it did before it cut big
+    files into row ranges (`footers.PART_ROWS`)."""
+    before = footers.PART_ROWS
+    footers.PART_ROWS = 1 << 62
+    try:
+        yield
+    finally:
+        footers.PART_ROWS = before
+
+
 Build = Callable[[sb.Pipeline], sb.PCollection]
 """A pipeline's windowed totals, built on the given pipeline."""
 
@@ -200,17 +216,23 @@ def run_sparkbeam(
     name: str,
     deduplicate: bool = False,
     batches: bool = True,
+    whole_files: bool = False,
 ) -> float:
     """Seconds to run the pipeline `build` makes through the backlog into a sink (with
     `deduplicate`, the late-row filter the runner uses for sources it cannot judge by their
-    footers); the sums of the rows the sink was given (made after the clock) into
+    footers; with `whole_files`, each file read as one partition); the sums of the rows the
+    sink was given (made after the clock) into
     `answer[name]`, its first and later batches apart into `BATCHES` (`batches`: one query)."""
     given: list[dict[str, Any]] = []
 
     def sink(rows: list[dict[str, Any]], batch_id: int) -> None:
         given.extend(rows)
 
-    with deduplicating() if deduplicate else contextlib.nullcontext():
+    with contextlib.ExitStack() as choices:
+        if deduplicate:
+            choices.enter_context(deduplicating())
+        if whole_files:
+            choices.enter_context(whole_file_partitions())
         start = time.perf_counter()
         p = sb.Pipeline(runner=sb.SparkRunner(spark=spark))
         build(p).for_each_batch(sink)
@@ -289,6 +311,9 @@ def main() -> None:
         "+ dedup filter on row id and judge only": backlog(narrow_dedup_filter, one),
         "+ transformWithState filter": backlog(tws_filter, TWS),
         "sparkbeam": lambda: run_sparkbeam(spark, single, answer, "sparkbeam"),
+        "sparkbeam, each file one partition": lambda: run_sparkbeam(
+            spark, single, answer, "sparkbeam, each file one partition", whole_files=True
+        ),
         "sparkbeam, deduplication": lambda: run_sparkbeam(
             spark, single, answer, "sparkbeam, deduplication", deduplicate=True
         ),

@@ -14,6 +14,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pyspark.sql import types as T
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxFiles
 
@@ -21,7 +23,7 @@ import sparkbeam as sb
 from sparkbeam.runners.spark.execute import live_progress
 from sparkbeam.runners.spark.plan.late_filters import Strategy
 from sparkbeam.runners.spark.session.engine_errors import PIPELINE_ERROR_MARK as MARKED
-from sparkbeam.runners.spark.translate import footers
+from sparkbeam.runners.spark.translate import footers, live_footers
 from sparkbeam.runners.spark.translate.footers import (
     PIPELINE_ERROR_MARK,
     Counts,
@@ -31,6 +33,7 @@ from sparkbeam.runners.spark.translate.footers import (
     MarkCounts,
     batch_counts,
     options_of,
+    row_ranges,
     summary,
 )
 from tests.agreement.pipelines import row_multiset
@@ -222,6 +225,50 @@ def test_rows_come_with_their_files_watermark_in_sparks_arrow_types(tmp_path: Pa
     assert list(source.read(parts[6])) == []
 
 
+@given(
+    groups=st.lists(st.integers(0, 50), min_size=1, max_size=8),
+    parallelism=st.integers(1, 6),
+    part_rows=st.integers(1, 40),
+)
+def test_a_file_is_cut_into_ranges_that_hold_each_row_once(
+    groups: list[int], parallelism: int, part_rows: int
+) -> None:
+    total = sum(groups)
+    ranges = row_ranges(groups, parallelism, part_rows)
+    bounds = [edge for span in ranges for edge in span]
+    assert bounds == sorted(bounds)  # in order, and with the next line: each row once
+    assert [r for a, b in ranges for r in range(a, b)] == list(range(total))
+    assert len(ranges) <= max(1, min(parallelism, total // part_rows))
+    if len(ranges) > 1:  # about even: none under half an even range
+        assert min(b - a for a, b in ranges) >= total // len(ranges) // 2
+
+
+def test_a_cut_moves_to_a_row_groups_edge_when_one_is_near() -> None:
+    assert row_ranges([50] * 4, 2, 10) == [(0, 100), (100, 200)]
+    assert row_ranges([60, 60, 80], 2, 10) == [(0, 120), (120, 200)]  # 20 from the even cut
+    assert row_ranges([10, 190], 2, 10) == [(0, 100), (100, 200)]  # 90 away: inside a group
+    assert row_ranges([200], 2, 10) == [(0, 100), (100, 200)]
+    assert row_ranges([200], 2, 101) == [(0, 200)]  # two ranges would hold under 101 rows
+    assert row_ranges([1_048_576] * 10, 2, 500_000) == [(0, 5_242_880), (5_242_880, 10_485_760)]
+
+
+def test_a_file_cut_into_partitions_is_read_whole_in_order(tmp_path: Path) -> None:
+    rows = [row(f"r{i}", i, 1000 * i, T0 + timedelta(seconds=i)) for i in range(23)]
+    pq.write_table(table(rows[:10]), str(tmp_path / "a-one-group.parquet"))
+    pq.write_table(table(rows[10:]), str(tmp_path / "b-groups.parquet"), row_group_size=4)
+    for parallelism in (1, 2, 3):
+        source = reader(tmp_path, per_batch=10)
+        source.parallelism, source.part_rows = parallelism, 2
+        start = source.initialOffset()
+        parts = source.partitions(start, source.latestOffset(start, ReadAllAvailable()))
+        assert len(parts) == 2 * parallelism
+        read = [batch for part in parts for batch in source.read(part)]
+        got = pa.Table.from_batches(read).column("v").to_pylist()
+        assert got == [r["v"] for r in rows]
+        marks = {tuple(part.watermarks) for part in parts[parallelism:]}
+        assert marks == {(micros(T0 + timedelta(seconds=9 - 2)), 9_000 - 2_000)}
+
+
 def test_a_file_named_before_one_already_read_is_refused(tmp_path: Path) -> None:
     assert PIPELINE_ERROR_MARK == MARKED  # the runner names the refusal as its own
     write_files(tmp_path)
@@ -257,7 +304,11 @@ PER_BATCH = {1: ("t", "t late", "windows", "n", "n late"), 3: ("t", "windows")}
 """The outputs run with one file per micro-batch and with three (each a query: few at once,
 as each starts a Python process for its source that must connect back within 10 s). The run
 with three reads the files through the suite's `viewfs://` mount (`LAKE`), which the reader's
-Python process cannot reach: the runner resolves it to its local directory first."""
+Python process cannot reach: the runner resolves it to its local directory first; and it
+reads each file of two rows or more as two partitions (`footers.PART_ROWS` of 1, on the
+suite's two cores)."""
+
+PART_ROWS = footers.PART_ROWS
 
 
 @pytest.fixture(scope="module")
@@ -283,8 +334,16 @@ def runs(spark: Any, tmp_path_factory: Any, lake_directory: Path) -> dict[str, A
     counted: dict[int, dict[str, tuple[int, int, int, int]]] = {}
     listening: dict[int, bool] = {}
     strategies: dict[int, set[Strategy]] = {}
+    options: dict[int, list[dict[str, str]]] = {}
     for per_batch, names in PER_BATCH.items():
         footers.FILES_PER_BATCH = per_batch
+        footers.PART_ROWS = 1 if per_batch == 3 else footers.PART_ROWS
+        given = options.setdefault(per_batch, [])
+
+        def recorded(*args: Any, given: list[dict[str, str]] = given) -> dict[str, str]:
+            given.append(options_of(*args))
+            return given[-1]
+
         try:
             spark_p = sb.Pipeline(runner=sb.SparkRunner(spark=spark))
             outputs = pipeline(spark_p, sources[per_batch])
@@ -295,9 +354,11 @@ def runs(spark: Any, tmp_path_factory: Any, lake_directory: Path) -> dict[str, A
             # With one file per batch, its queries keep two progress reports, not 100: every
             # batch must be counted as Spark posts its report (`live_progress`).
             spark.conf.set(RETENTION, "2" if per_batch == 1 else "100")
-            running = spark_p.run()
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(live_footers, "options_of", recorded)
+                running = spark_p.run()
         finally:
-            footers.FILES_PER_BATCH = 1
+            footers.FILES_PER_BATCH, footers.PART_ROWS = 1, PART_ROWS
             spark.conf.unset(RETENTION)
         try:
             running.process_all_available()
@@ -327,6 +388,7 @@ def runs(spark: Any, tmp_path_factory: Any, lake_directory: Path) -> dict[str, A
         "listening": listening,
         "want counted": counts_of(result.metrics(), p),
         "strategies": strategies,
+        "options": options,
     }
 
 
@@ -359,6 +421,10 @@ def test_footers_agree_with_the_direct_runner(runs: dict[str, Any], per_batch: i
         assert runs["counted"][1] == runs["want counted"]
     assert not runs["listening"][per_batch]  # the session's listener went with its queries
     assert runs["strategies"][per_batch] == {Strategy.FOOTERS}
+    # the session's two cores: with three files per batch, a file of two rows is two parts
+    assert {(o["parallelism"], o["part_rows"]) for o in runs["options"][per_batch]} == {
+        ("2", str(PART_ROWS if per_batch == 1 else 1))
+    }
 
 
 @pytest.mark.spark

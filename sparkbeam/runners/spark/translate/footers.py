@@ -39,6 +39,7 @@ processes never import sparkbeam (a quarter of a second each, on the loaded
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from collections.abc import Iterator, Sequence
@@ -71,6 +72,13 @@ SOURCE_NAME = "sparkbeam_parquet_footers"
 
 FILES_PER_BATCH = 1
 """New files per micro-batch: one, an epoch as on the direct runner."""
+
+PART_ROWS = 500_000
+"""The fewest rows of a partition: a file of more rows is read as several partitions, up to
+the session's parallelism (option `parallelism`), so that Spark turns its rows into its own
+on several cores (a Python source's Arrow batches become Spark's rows in the task that
+reads them: the slow part of a big file). Cut at row-group edges where the file has enough
+row groups; a cut inside a row group decodes that group in both partitions."""
 
 
 MICROS_PER_UNIT = {"s": 1_000_000, "ms": 1_000, "us": 1, "ns": None}
@@ -119,7 +127,11 @@ class Counts:
 
 
 def options_of(
-    path: str, marks: Sequence[Mark], label: str, counts: Counts | None = None
+    path: str,
+    marks: Sequence[Mark],
+    label: str,
+    counts: Counts | None = None,
+    parallelism: int = 1,
 ) -> dict[str, str]:
     """The reader's options (Spark lower-cases the keys)."""
     options = {
@@ -129,6 +141,8 @@ def options_of(
         ),
         "label": label,
         "files_per_batch": str(FILES_PER_BATCH),
+        "parallelism": str(parallelism),
+        "part_rows": str(PART_ROWS),
     }
     if counts is not None:
         keys = [[c.rows, c.invalid, c.latest, c.kept, c.kept_latest] for c in counts.marks]
@@ -158,10 +172,58 @@ def _parsed(offset: str | dict | None) -> dict | None:
 
 @dataclass
 class FilePartition(InputPartition):
-    """One file of a micro-batch, with the watermark of each mark its rows are judged by."""
+    """The rows `first` to `end` (exclusive; None: to the last) of one file of a micro-batch,
+    with the watermark of each mark its rows are judged by."""
 
     path: str
     watermarks: list[int | None]
+    first: int = 0
+    end: int | None = None
+
+
+def row_ranges(groups: Sequence[int], parallelism: int, part_rows: int) -> list[tuple[int, int]]:
+    """A file's rows (`groups`: the rows of each row group) cut into up to `parallelism`
+    ranges `(first, end)` of about the same size, in order, and none where a range would hold
+    fewer than `part_rows` rows (`PART_ROWS`). Each cut is the even one moved to the nearest
+    row-group edge within a quarter of a range (no group decoded twice), else left inside
+    its group."""
+    total = sum(groups)
+    parts = max(1, min(parallelism, total // max(1, part_rows)))
+    edges = list(itertools.accumulate(groups))[:-1]
+    near = total // parts // 4
+    cuts = []
+    for i in range(1, parts):
+        cut = i * total // parts
+        edge = min(edges, key=lambda edge: abs(edge - cut), default=cut)
+        cuts.append(edge if abs(edge - cut) <= near else cut)
+    bounds = [0, *cuts, total]
+    return [(a, b) for a, b in itertools.pairwise(bounds) if b > a]
+
+
+def _rows_in_range(
+    parquet: pq.ParquetFile, columns: list[str], first: int, end: int | None
+) -> Iterator[pa.RecordBatch]:
+    """`columns` of the rows `first` to `end` of `parquet` as Arrow batches: only the row
+    groups that hold them are decoded."""
+    metadata = parquet.metadata
+    if first == 0 and end is None:
+        yield from parquet.iter_batches(columns=columns)
+        return
+    end = metadata.num_rows if end is None else end
+    groups, start, position = [], 0, None
+    for group in range(metadata.num_row_groups):
+        rows = metadata.row_group(group).num_rows
+        if start < end and start + rows > first:
+            groups.append(group)
+            position = start if position is None else position
+        start += rows
+    if position is None:
+        return
+    for batch in parquet.iter_batches(row_groups=groups, columns=columns):
+        low, high = max(first - position, 0), min(end - position, batch.num_rows)
+        if high > low:
+            yield batch if high - low == batch.num_rows else batch.slice(low, high - low)
+        position += batch.num_rows
 
 
 class ParquetFootersSource(DataSource):
@@ -291,6 +353,8 @@ class FootersReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             else Counts(tuple(MarkCounts(*keys) for keys in counts["marks"]), counts["rows"])
         )
         self.files_per_batch = int(options.get("files_per_batch", "1"))
+        self.parallelism = int(options.get("parallelism", "1"))
+        self.part_rows = int(options.get("part_rows", str(PART_ROWS)))
         self.known: set[str] | None = None
         """The names listed last time: a new name before the last read is refused."""
         self.until: str | None = None
@@ -387,11 +451,26 @@ class FootersReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 time: summary(path, time, is_datetime) for time, is_datetime in self.times.items()
             }
         except (OSError, pa.ArrowException) as exc:
-            raise FootersError(
-                f"{PIPELINE_ERROR_MARK}{self.label}: cannot read the footer of {path!r} "
-                f"({exc}): a file must be whole when its name appears; write it under a name "
-                "that starts with '.' or '_' (which the source skips) and rename it when done"
-            ) from None
+            raise self._unreadable(path, exc) from None
+
+    def _ranges(self, path: str) -> list[tuple[int, int]] | None:
+        """The row ranges the file at `path` is read in (`row_ranges`); None: as one."""
+        if self.parallelism < 2:
+            return None
+        try:
+            metadata = open_parquet(path).metadata
+        except (OSError, pa.ArrowException) as exc:
+            raise self._unreadable(path, exc) from None
+        groups = [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
+        ranges = row_ranges(groups, self.parallelism, self.part_rows)
+        return ranges if len(ranges) > 1 else None
+
+    def _unreadable(self, path: str, exc: Exception) -> FootersError:
+        return FootersError(
+            f"{PIPELINE_ERROR_MARK}{self.label}: cannot read the footer of {path!r} "
+            f"({exc}): a file must be whole when its name appears; write it under a name "
+            "that starts with '.' or '_' (which the source skips) and rename it when done"
+        )
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         if start == end:
@@ -403,7 +482,12 @@ class FootersReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if i:  # the files before this one moved it on (the last file's footer: unneeded)
                 latest = _after(latest, self._summaries(names[i - 1]))
             watermarks = [mark.watermark(latest[mark.time]) for mark in self.marks]
-            partitions.append(FilePartition(os.path.join(self.directory, name), watermarks))
+            path = os.path.join(self.directory, name)
+            ranges = self._ranges(path)
+            if ranges is None:
+                partitions.append(FilePartition(path, watermarks))
+            else:
+                partitions.extend(FilePartition(path, watermarks, a, b) for a, b in ranges)
         return partitions
 
     def commit(self, end: dict) -> None:
@@ -421,7 +505,7 @@ class FootersReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 f"{PIPELINE_ERROR_MARK}{self.label}: {file.path!r} has no column(s) "
                 f"{missing}; fix schema= or the files"
             )
-        for batch in parquet.iter_batches(columns=names):
+        for batch in _rows_in_range(parquet, names, file.first, file.end):
             columns = [
                 _cast(batch.column(i), target.field(name).type, name, file.path, self.label)
                 for i, name in enumerate(names)

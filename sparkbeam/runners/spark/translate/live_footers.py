@@ -18,6 +18,7 @@ from sparkbeam.paths import is_local
 from sparkbeam.runners.spark.parts.arrow import refuse_live_nanoseconds, spark_schema
 from sparkbeam.runners.spark.plan.keys import INVALID_ROWS, Observation
 from sparkbeam.runners.spark.session.paths import local_directory, paths_of
+from sparkbeam.runners.spark.session.shipping import is_connect
 from sparkbeam.runners.spark.translate import footers
 from sparkbeam.runners.spark.translate.footers import (
     SOURCE_NAME,
@@ -61,8 +62,22 @@ def footer_files(
     fields = spark_schema(schema, node.label).fields
     read_schema = T.StructType([*fields, *(T.StructField(m.column, T.LongType()) for m in marks)])
     counts = reader_counts(node, [reader for reader, _ in readers])
-    options = options_of(directory, marks, node.label, counts)
+    options = options_of(directory, marks, node.label, counts, parallelism_of(spark))
     return spark.readStream.format(SOURCE_NAME).schema(read_schema).options(**options).load()
+
+
+CONNECT_PARALLELISM = 2
+"""The parallelism a footer source assumes on Spark Connect where the session does not set
+`spark.default.parallelism` (a Connect client cannot ask the server for its cores)."""
+
+
+def parallelism_of(spark: SparkSession) -> int:
+    """How many partitions a big file of a footer source is read as, at most
+    (`footers.PART_ROWS`): the session's default parallelism, as Spark's own file source
+    splits files by it."""
+    if is_connect(spark):
+        return int(spark.conf.get("spark.default.parallelism", None) or CONNECT_PARALLELISM)
+    return int(spark.sparkContext.defaultParallelism)
 
 
 def reader_counts(source: Node, readers: Sequence[Node]) -> Counts:
