@@ -114,12 +114,13 @@ COUNTS = Counts(
 """The reader's counts of each mark under the names of `MarkCounts`' fields, `t.kept` ..."""
 
 
+KINDS = [T.StringType(), T.LongType(), T.LongType(), T.TimestampType()]
+"""Spark's types of `k`, `v`, `n` and `t`."""
+
+
 def reader(directory: Path, per_batch: int = 1, counts: Counts | None = None) -> FootersReader:
     fields = [
-        T.StructField("k", T.StringType()),
-        T.StructField("v", T.LongType()),
-        T.StructField("n", T.LongType()),
-        T.StructField("t", T.TimestampType()),
+        *(T.StructField(name, kind) for name, kind in zip("kvnt", KINDS, strict=True)),
         *(T.StructField(mark.column, T.LongType()) for mark in MARKS),
     ]
     options = {**options_of(str(directory), MARKS, "ReadFiles(in)", counts)}
@@ -223,6 +224,24 @@ def test_rows_come_with_their_files_watermark_in_sparks_arrow_types(tmp_path: Pa
     (int96,) = source.read(parts[5])
     assert int96.column(3).to_pylist()[0].replace(tzinfo=None) == T0 + timedelta(seconds=37)
     assert list(source.read(parts[6])) == []
+
+
+def test_a_reader_that_drops_late_rows_writes_no_watermark_column(tmp_path: Path) -> None:
+    write_files(tmp_path)
+    drops = Mark("wm_t", "t", True, 2_000_000, True, drops=True)
+    fields = [T.StructField(name, kind) for name, kind in zip("kvnt", KINDS, strict=True)]
+    options = options_of(str(tmp_path), [drops, MARKS[1]], "ReadFiles(in)")
+    source = FootersReader(T.StructType([*fields, T.StructField("wm_n", T.LongType())]), options)
+    start = source.initialOffset()
+    parts = source.partitions(start, source.latestOffset(start, ReadAllAvailable()))
+    read = [list(source.read(part)) for part in parts]
+    columns = {tuple(batch.schema.names) for batches in read for batch in batches}
+    assert columns == {("k", "v", "n", "t", "wm_n")}
+    names = [[k for b in batches for k in b.column("k").to_pylist()] for batches in read]
+    # late by `t` (2 s): below, early, late (f4's second row), int96; "no t" has no time
+    want = [["first"], ["at", "above"], ["later", "no t"], [], ["nostats"], [], [], ["end"]]
+    assert names == want
+    assert read[1][0].column("wm_n").to_pylist() == [8_000, 8_000]  # the other mark's column
 
 
 @given(
@@ -333,7 +352,7 @@ def runs(spark: Any, tmp_path_factory: Any, lake_directory: Path) -> dict[str, A
     invalid: dict[int, dict[str, int]] = {}
     counted: dict[int, dict[str, tuple[int, int, int, int]]] = {}
     listening: dict[int, bool] = {}
-    strategies: dict[int, set[Strategy]] = {}
+    strategies: dict[int, set[tuple[Strategy, bool]]] = {}
     options: dict[int, list[dict[str, str]]] = {}
     for per_batch, names in PER_BATCH.items():
         footers.FILES_PER_BATCH = per_batch
@@ -368,7 +387,7 @@ def runs(spark: Any, tmp_path_factory: Any, lake_directory: Path) -> dict[str, A
             running.stop()
         listening[per_batch] = id(spark) in live_progress._LISTENERS
         strategies[per_batch] = {
-            chosen.strategy
+            (chosen.strategy, chosen.in_reader)
             for run in running.sinks.values()
             for chosen in run.final.translation.late_filters.filters.values()
         }
@@ -420,7 +439,9 @@ def test_footers_agree_with_the_direct_runner(runs: dict[str, Any], per_batch: i
     if per_batch == 1:
         assert runs["counted"][1] == runs["want counted"]
     assert not runs["listening"][per_batch]  # the session's listener went with its queries
-    assert runs["strategies"][per_batch] == {Strategy.FOOTERS}
+    # the reader drops the late rows where no output of the query reads them ("t" alone)
+    in_reader = {True, False} if per_batch == 1 else {True}
+    assert runs["strategies"][per_batch] == {(Strategy.FOOTERS, drops) for drops in in_reader}
     # the session's two cores: with three files per batch, a file of two rows is two parts
     assert {(o["parallelism"], o["part_rows"]) for o in runs["options"][per_batch]} == {
         ("2", str(PART_ROWS if per_batch == 1 else 1))

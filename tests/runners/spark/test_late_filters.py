@@ -119,7 +119,8 @@ def test_a_watermark_straight_on_a_live_parquet_source_reads_the_footers(tmp_pat
     per_window = w.tumble("t", 10).combine_per_key(["k", "window_start"], total=sb.Sum("v"))
     windows = per_window.combine_per_key(["window_start"], total=sb.Sum("total"))
     source = w.node.inputs[0]
-    footers = LateFilter(Strategy.FOOTERS, source, f"__sparkbeam_wm_{w.node.id}")
+    # nothing reads its late rows: the reader drops them (`in_reader`)
+    footers = LateFilter(Strategy.FOOTERS, source, f"__sparkbeam_wm_{w.node.id}", in_reader=True)
     for target in (w, windows):  # stateless: Spark's own watermark per operator, however deep
         chosen = production(p.nodes, target.node)
         assert chosen.filters == {w.node.id: footers}
@@ -127,6 +128,23 @@ def test_a_watermark_straight_on_a_live_parquet_source_reads_the_footers(tmp_pat
     assert final(p.nodes, w.node).of(w.node.id).strategy is Strategy.EPOCH_MARK  # collected
     stage = query(p.nodes, ancestors(p.nodes, w.node), live=True, role=Role.LIVE_STAGE)
     assert late_filters(p.nodes, stage).of(w.node.id) == LateFilter(Strategy.DEDUP)
+
+
+def test_the_reader_drops_late_rows_only_where_nothing_reads_them(tmp_path: Path) -> None:
+    p = sb.Pipeline()
+    rows = live_parquet(p, tmp_path / "in")
+    w = rows.with_watermark("t", 5)
+    late = w.late_rows()
+    both = w.union(late.select("k", "t", "v"))
+    assert production(p.nodes, w.node).of(w.node.id).in_reader
+    for target in (late, both):  # the late rows read in the same query
+        chosen = production(p.nodes, target.node).of(w.node.id)
+        assert chosen.strategy is Strategy.FOOTERS and not chosen.in_reader, target.node.label
+    other = rows.with_watermark("t", 10)  # two watermarks on one source: each its column
+    merged = w.union(other)
+    chosen = production(p.nodes, merged.node)
+    assert chosen.of(w.node.id).strategy is chosen.of(other.node.id).strategy is Strategy.FOOTERS
+    assert not chosen.of(w.node.id).in_reader and not chosen.of(other.node.id).in_reader
 
 
 def test_live_sources_the_footers_cannot_judge_keep_the_stateful_filters(tmp_path: Path) -> None:

@@ -61,6 +61,8 @@ def filter_late_rows(
     `chosen.mark` (which `frame` holds, with `held`); the stateful filters key
     on the column's judge, with Spark's watermark metadata (`delay_ms`).
     """
+    if chosen.in_reader:  # the source's reader dropped them (`translate.footers`)
+        return Filtered(frame.select(*schema.names))
     if chosen.reads_marks:
         assert chosen.mark is not None
         passed, late = epoch_watermark_filter(frame, schema, column, chosen.mark, held)

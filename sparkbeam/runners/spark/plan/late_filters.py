@@ -13,13 +13,14 @@ from __future__ import annotations
 import enum
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from sparkbeam.graph import Node
 from sparkbeam.paths import is_local, local_path
 from sparkbeam.runners.spark.plan.ancestry import stateful_depth
 from sparkbeam.transforms.files import SINK_LOG, ReadFiles
+from sparkbeam.transforms.late import LATE, DroppedRows
 from sparkbeam.transforms.watermark import WithWatermark
 
 EPOCH_WATERMARK = "__sparkbeam_wm"
@@ -95,6 +96,11 @@ class LateFilter:
     strategy: Strategy
     source: int | None = None
     mark: str | None = None
+    in_reader: bool = False
+    """`FOOTERS` only: the source's reader drops the late rows itself and writes no watermark
+    column (`footers.Mark.drops`): the query reads no late rows of this `WithWatermark`,
+    the only one there reading the source. Fewer rows and one column less cross from the
+    reader's Python process into Spark, the slow part of a big file."""
 
     @property
     def reads_marks(self) -> bool:
@@ -158,6 +164,22 @@ def merged_by_footers(
     return bool(sources) and all(judged_by_footers(nodes[s], resolved.get(s)) for s in sources)
 
 
+def _alone_without_late_rows(
+    nodes: Sequence[Node], selected: frozenset[int], filters: Mapping[int, LateFilter], node_id: int
+) -> bool:
+    """Whether the `WithWatermark` `node_id` (`FOOTERS`) is the only one of `filters` reading
+    its source and no node of `selected` reads its late rows."""
+    source = filters[node_id].source
+    if any(f.source == source for i, f in filters.items() if i != node_id):
+        return False
+    for i in selected:
+        transform = nodes[i].transform
+        late = isinstance(transform, DroppedRows) and transform.kind == LATE
+        if late and nodes[i].inputs[0] == node_id:
+            return False
+    return True
+
+
 def late_filters(nodes: Sequence[Node], query: Query) -> LateFilters:
     """The late-row filter of each `WithWatermark` of `query`, and of its merges.
 
@@ -204,6 +226,11 @@ def late_filters(nodes: Sequence[Node], query: Query) -> LateFilters:
             filters[node_id] = LateFilter(Strategy.FOOTERS, source, mark)
         else:
             stateful_ids.append(node_id)
+    for node_id, chosen in list(filters.items()):
+        if chosen.strategy is Strategy.FOOTERS and _alone_without_late_rows(
+            nodes, selected, filters, node_id
+        ):
+            filters[node_id] = replace(chosen, in_reader=True)
     one_watermark = False
     stateful = Strategy.DEDUP
     if query.role is Role.LIVE_STAGE:

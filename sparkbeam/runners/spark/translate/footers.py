@@ -95,6 +95,9 @@ class Mark:
     is_datetime: bool
     delay: int
     in_millis: bool
+    drops: bool = False
+    """The reader drops the rows late by this watermark itself and writes no `column`
+    (nothing in the query reads the late rows)."""
 
     def watermark(self, latest: int | None) -> int | None:
         """The model's watermark after the largest event time `latest` (None: no watermark)."""
@@ -137,7 +140,7 @@ def options_of(
     options = {
         "path": path,
         "marks": json.dumps(
-            [[m.column, m.time, m.is_datetime, m.delay, m.in_millis] for m in marks]
+            [[m.column, m.time, m.is_datetime, m.delay, m.in_millis, m.drops] for m in marks]
         ),
         "label": label,
         "files_per_batch": str(FILES_PER_BATCH),
@@ -224,6 +227,8 @@ def _rows_in_range(
         if high > low:
             yield batch if high - low == batch.num_rows else batch.slice(low, high - low)
         position += batch.num_rows
+        if position >= end:
+            return  # the rest of its last group: not decoded
 
 
 class ParquetFootersSource(DataSource):
@@ -307,10 +312,15 @@ def _micros_per_unit(kind: pa.DataType) -> int | None:
     return None
 
 
-def _times(parquet: pq.ParquetFile, column: str, is_datetime: bool) -> pa.ChunkedArray:
+def _times(parquet: pq.ParquetFile, column: str, is_datetime: bool) -> pa.Array | pa.ChunkedArray:
     """The values of `column`, as integers in the units the watermark compares (microseconds
     for datetimes)."""
-    values = parquet.read(columns=[column]).column(0)
+    return _as_units(parquet.read(columns=[column]).column(0), is_datetime)
+
+
+def _as_units(values: pa.Array | pa.ChunkedArray, is_datetime: bool) -> pa.Array | pa.ChunkedArray:
+    """Event times as integers in the units the watermark compares (microseconds for
+    datetimes)."""
     if is_datetime:
         return values.cast(pa.timestamp("us", tz="UTC"), safe=False).cast(pa.int64())
     return values.cast(pa.int64())
@@ -496,7 +506,9 @@ class FootersReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         file = cast(FilePartition, partition)  # pickled by value: no `isinstance`
         target = to_arrow_schema(self.schema, timezone="UTC")
-        names = target.names[: len(target.names) - len(self.marks)]
+        written = [(m, w) for m, w in zip(self.marks, file.watermarks, strict=True) if not m.drops]
+        dropping = [(m, w) for m, w in zip(self.marks, file.watermarks, strict=True) if m.drops]
+        names = target.names[: len(target.names) - len(written)]
         parquet = open_parquet(file.path)
         present = set(parquet.schema_arrow.names)
         missing = [name for name in names if name not in present]
@@ -510,10 +522,18 @@ class FootersReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 _cast(batch.column(i), target.field(name).type, name, file.path, self.label)
                 for i, name in enumerate(names)
             ]
-            for mark, watermark in zip(self.marks, file.watermarks, strict=True):
+            rows = batch.num_rows
+            for mark, watermark in written:
                 kind = target.field(mark.column).type  # one value: 0.15 ms, a list 3.4 ms
-                columns.append(pa.repeat(pa.scalar(watermark, kind), batch.num_rows))
-            yield pa.RecordBatch.from_arrays(columns, schema=target)
+                columns.append(pa.repeat(pa.scalar(watermark, kind), rows))
+            made = pa.RecordBatch.from_arrays(columns, schema=target)
+            for mark, watermark in dropping:
+                if watermark is not None:  # rows with no time pass, as the filter's do
+                    times = _as_units(made.column(names.index(mark.time)), mark.is_datetime)
+                    kept = pc.or_kleene(pc.is_null(times), pc.greater_equal(times, watermark))
+                    made = made.filter(kept)
+            if made.num_rows:
+                yield made
 
 
 def _cast(values: pa.Array, kind: pa.DataType, name: str, path: str, label: str) -> pa.Array:

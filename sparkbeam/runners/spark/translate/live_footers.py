@@ -17,6 +17,7 @@ from sparkbeam.graph import Node
 from sparkbeam.paths import is_local
 from sparkbeam.runners.spark.parts.arrow import refuse_live_nanoseconds, spark_schema
 from sparkbeam.runners.spark.plan.keys import INVALID_ROWS, Observation
+from sparkbeam.runners.spark.plan.late_filters import LateFilter
 from sparkbeam.runners.spark.session.paths import local_directory, paths_of
 from sparkbeam.runners.spark.session.shipping import is_connect
 from sparkbeam.runners.spark.translate import footers
@@ -36,12 +37,13 @@ _REGISTERED: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def footer_files(
-    spark: SparkSession, node: Node, readers: Sequence[tuple[Node, str]], directory: str
+    spark: SparkSession, node: Node, readers: Sequence[tuple[Node, LateFilter]], directory: str
 ) -> DataFrame:
     """`node` (a live parquet `ReadFiles` whose files are in `directory` on the driver's disk)
-    with, for each `WithWatermark` of `readers` and the column named with it, the watermark of
-    each row's file (None before any file). The reader counts the source's rows and what
-    those `WithWatermark`s' observations would (`reader_counts`)."""
+    with, for each `WithWatermark` of `readers`, the watermark of each row's file (None before
+    any file) in its filter's column (`LateFilter.mark`), or its late rows dropped by the
+    reader (`LateFilter.in_reader`). The reader counts the source's rows and what those
+    `WithWatermark`s' observations would (`reader_counts`)."""
     transform = node.transform
     assert isinstance(transform, ReadFiles)
     schema = node.info.schema
@@ -53,14 +55,16 @@ def footer_files(
         spark.dataSource.register(ParquetFootersSource)
         _REGISTERED.add(spark)
     marks = []
-    for reader, mark in readers:
+    for reader, chosen in readers:
         watermark = reader.transform
-        assert isinstance(watermark, WithWatermark)
+        assert isinstance(watermark, WithWatermark) and chosen.mark is not None
         function = watermark.watermark_function(reader.info.schema)
         is_datetime = schema.type_of(watermark.column) is _dt.datetime
-        marks.append(Mark(mark, watermark.column, is_datetime, function.delay, function.in_millis))
+        delay, in_millis, drops = function.delay, function.in_millis, chosen.in_reader
+        marks.append(Mark(chosen.mark, watermark.column, is_datetime, delay, in_millis, drops))
     fields = spark_schema(schema, node.label).fields
-    read_schema = T.StructType([*fields, *(T.StructField(m.column, T.LongType()) for m in marks)])
+    written = [T.StructField(m.column, T.LongType()) for m in marks if not m.drops]
+    read_schema = T.StructType([*fields, *written])
     counts = reader_counts(node, [reader for reader, _ in readers])
     options = options_of(directory, marks, node.label, counts, parallelism_of(spark))
     return spark.readStream.format(SOURCE_NAME).schema(read_schema).options(**options).load()

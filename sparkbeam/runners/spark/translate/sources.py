@@ -276,7 +276,8 @@ def epoch_source(translation: Translation, node: Node, inputs: Sequence[DataFram
     """A source's channel; its rows are read only when the query runs (`source_epochs`)."""
     run = as_streaming(translation)
     if node.id in run.marked_sources and not is_replayed(node, run.live):
-        readers = [(run.nodes[i], m) for i, (s, m) in run.epoch_marks.items() if s == node.id]
+        marked = [i for i, (source, _) in run.epoch_marks.items() if source == node.id]
+        readers = [(run.nodes[i], run.late_filters.of(i)) for i in marked]
         assert isinstance(node.transform, ReadFiles)
         resolved = run.plan.query.resolved  # a viewfs:// mount, resolved as the query was planned
         directory = resolved.get(node.id) or local_path(node.transform.path)
