@@ -21,9 +21,10 @@ variant runs to the end of the backlog (`processAllAvailable()`):
 - `sparkbeam`: `ReadFiles(streaming=True)` -> ... -> `ForEachBatch` through
   the Spark runner: its reader judges each file by the footers of the files
   before it (no state).
-- `sparkbeam, each file one partition`: the same, its reader reading each
-  file in one task, as before it cut files of a million rows or more into
-  row ranges read side by side.
+- `sparkbeam, whole files, watermark column`: the same, its reader reading
+  each file in one task and writing each row's watermark for Spark to filter
+  by, as before it cut files of a million rows or more into row ranges read
+  side by side and dropped the late rows itself.
 - `sparkbeam, deduplication`: the same pipeline with the deduplication filter
   the runner chose before (and still chooses for other formats).
 - `sparkbeam live union, readers`: the same files in a second directory, read
@@ -169,15 +170,16 @@ def deduplicating() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def whole_file_partitions() -> Iterator[None]:
-    """The footer source reading each file as one partition, as it did before it cut big
-    files into row ranges (`footers.PART_ROWS`)."""
-    before = footers.PART_ROWS
+def reading_as_before() -> Iterator[None]:
+    """The footer source reading each file as one partition (`footers.PART_ROWS`) and writing
+    each row's watermark for Spark's filter (`late_filters.LateFilter.in_reader`)."""
+    part_rows, alone = footers.PART_ROWS, late_filters._alone_without_late_rows
     footers.PART_ROWS = 1 << 62
+    late_filters._alone_without_late_rows = lambda *args: False
     try:
         yield
     finally:
-        footers.PART_ROWS = before
+        footers.PART_ROWS, late_filters._alone_without_late_rows = part_rows, alone
 
 
 Build = Callable[[sb.Pipeline], sb.PCollection]
@@ -216,11 +218,12 @@ def run_sparkbeam(
     name: str,
     deduplicate: bool = False,
     batches: bool = True,
-    whole_files: bool = False,
+    before: bool = False,
 ) -> float:
     """Seconds to run the pipeline `build` makes through the backlog into a sink (with
     `deduplicate`, the late-row filter the runner uses for sources it cannot judge by their
-    footers; with `whole_files`, each file read as one partition); the sums of the rows the
+    footers; with `before`, the footer source as before it cut files and dropped late rows
+    itself: `reading_as_before`); the sums of the rows the
     sink was given (made after the clock) into
     `answer[name]`, its first and later batches apart into `BATCHES` (`batches`: one query)."""
     given: list[dict[str, Any]] = []
@@ -231,8 +234,8 @@ def run_sparkbeam(
     with contextlib.ExitStack() as choices:
         if deduplicate:
             choices.enter_context(deduplicating())
-        if whole_files:
-            choices.enter_context(whole_file_partitions())
+        if before:
+            choices.enter_context(reading_as_before())
         start = time.perf_counter()
         p = sb.Pipeline(runner=sb.SparkRunner(spark=spark))
         build(p).for_each_batch(sink)
@@ -311,8 +314,8 @@ def main() -> None:
         "+ dedup filter on row id and judge only": backlog(narrow_dedup_filter, one),
         "+ transformWithState filter": backlog(tws_filter, TWS),
         "sparkbeam": lambda: run_sparkbeam(spark, single, answer, "sparkbeam"),
-        "sparkbeam, each file one partition": lambda: run_sparkbeam(
-            spark, single, answer, "sparkbeam, each file one partition", whole_files=True
+        "sparkbeam, whole files, watermark column": lambda: run_sparkbeam(
+            spark, single, answer, "sparkbeam, whole files, watermark column", before=True
         ),
         "sparkbeam, deduplication": lambda: run_sparkbeam(
             spark, single, answer, "sparkbeam, deduplication", deduplicate=True
