@@ -12,6 +12,10 @@ its rows as a constant column (one per `WithWatermark` reading the source,
 with its delay). The `WithWatermark` then filters with a plain comparison
 (`exact.late_filter.epoch_watermark_filter`, as for an epoch the runner
 feeds): no state, no shuffle; its late rows are the comparison inverted.
+Where the query reads none of its late rows and it is the source's only
+`WithWatermark` (`Mark.drops`), the reader drops them itself and writes no
+column. A file of many rows is read as several partitions, row ranges of it
+(`PART_ROWS`, `row_ranges`), each with the file's watermarks.
 
 Files are taken in name order (as the direct runner takes them), at most
 `FILES_PER_BATCH` per micro-batch. A file that appears with a name before
