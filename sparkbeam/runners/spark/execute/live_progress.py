@@ -12,6 +12,13 @@ reports when asked, for a report Spark has not posted yet, and counts each
 micro-batch once. The listener is on the session only while a live query
 is followed: the queries a replayed run feeds epoch by epoch are asked after
 every epoch and need none.
+
+On Spark Connect the runner reads each followed query's recent reports every
+`POLL_SECONDS` instead (`RecentReports`): removing a Connect session's last
+listener can hang for good (pyspark's client waits, holding its listener
+bus's lock, for its event thread, which needs that lock to hand over an
+event that came in meanwhile: a query's end, say). Reports are lost only if
+a query ran more than 100 micro-batches within one second.
 """
 
 from __future__ import annotations
@@ -33,22 +40,30 @@ Fold = Callable[[Any], object]
 """What takes one progress report of a followed query (`Stage.fold`)."""
 
 
+Followed = dict[str, tuple[Any, Fold]]
+"""The followed queries and their folds, by query id."""
+
+
 class LiveProgress(StreamingQueryListener):
     """Hands each progress report of a followed query to its fold."""
 
     def __init__(self) -> None:
-        self.followed: dict[str, Fold] = {}
+        self.followed: Followed = {}
+
+    def stop(self, spark: SparkSession) -> None:
+        spark.streams.removeListener(self)
+        _drain(spark)
 
     def onQueryStarted(self, event: Any) -> None:
         pass
 
     def onQueryProgress(self, event: Any) -> None:
         progress = event.progress
-        fold = self.followed.get(str(progress.id))
-        if fold is None:
+        entry = self.followed.get(str(progress.id))
+        if entry is None:
             return
         try:
-            fold(progress)
+            entry[1](progress)
         except Exception:  # Spark's listener bus must go on; the recent reports still count
             LOGGER.warning("could not count a progress report", exc_info=True)
 
@@ -59,22 +74,52 @@ class LiveProgress(StreamingQueryListener):
         pass
 
 
+POLL_SECONDS = 1.0
+
+
+class RecentReports:
+    """On Spark Connect: hands each followed query's recent progress reports to its fold every
+    `POLL_SECONDS`, from a thread of its own (the fold counts each micro-batch once)."""
+
+    def __init__(self) -> None:
+        self.followed: Followed = {}
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="sparkbeam-progress", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stopped.wait(POLL_SECONDS):
+            for key, (query, fold) in list(self.followed.items()):
+                try:
+                    for progress in query.recentProgress:
+                        fold(progress)
+                except Exception:  # the recent reports still count when asked
+                    if key in self.followed:  # else stopped meanwhile: nothing to say
+                        LOGGER.warning("could not count a progress report", exc_info=True)
+
+    def stop(self, spark: SparkSession) -> None:
+        self._stopped.set()
+
+
 _LOCK = threading.Lock()
-_LISTENERS: dict[int, tuple[SparkSession, LiveProgress]] = {}
-"""The listener of each session that has followed queries, by the session's id."""
+_LISTENERS: dict[int, tuple[SparkSession, LiveProgress | RecentReports]] = {}
+"""What follows the live queries of each session that has some, by the session's id."""
 
 
 def follow(spark: SparkSession, query: Any, fold: Fold) -> None:
     """Hand every progress report of `query` (a live query of `spark`) to `fold` from now on."""
     with _LOCK:
         entry = _LISTENERS.get(id(spark))
-        if entry is None:
-            listener = LiveProgress()
-            spark.streams.addListener(listener)
-            _LISTENERS[id(spark)] = (spark, listener)
+        if entry is not None:
+            follower = entry[1]
+        elif is_connect(spark):
+            follower = RecentReports()
+            _LISTENERS[id(spark)] = (spark, follower)
         else:
-            listener = entry[1]
-        listener.followed[str(query.id)] = fold
+            follower = LiveProgress()
+            spark.streams.addListener(follower)
+            _LISTENERS[id(spark)] = (spark, follower)
+        follower.followed[str(query.id)] = (query, fold)
 
 
 def unfollow(spark: SparkSession, query: Any) -> None:
@@ -83,12 +128,11 @@ def unfollow(spark: SparkSession, query: Any) -> None:
         entry = _LISTENERS.get(id(spark))
         if entry is None:
             return
-        listener = entry[1]
-        listener.followed.pop(str(query.id), None)
-        if not listener.followed:
+        follower = entry[1]
+        follower.followed.pop(str(query.id), None)
+        if not follower.followed:
             del _LISTENERS[id(spark)]
-            spark.streams.removeListener(listener)
-            _drain(spark)
+            follower.stop(spark)
 
 
 DRAIN_MS = 5_000
@@ -98,9 +142,6 @@ def _drain(spark: SparkSession) -> None:
     """Wait, `DRAIN_MS` at most, until Spark's listener bus has handed over the events already
     posted. One may be on its way to the listener just removed: a Python process that exits
     meanwhile (a job's last line is often `stop()`) would leave Spark to log the call it
-    could not make, an error in the job's log about nothing. On Spark Connect the listener
-    runs in this process, and there is nothing to wait for."""
-    if is_connect(spark):
-        return
+    could not make, an error in the job's log about nothing."""
     with contextlib.suppress(Exception):  # the wait is a courtesy to the logs
         spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(DRAIN_MS)
