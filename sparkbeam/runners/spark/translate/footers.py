@@ -510,8 +510,10 @@ class FootersReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         file = cast(FilePartition, partition)  # pickled by value: no `isinstance`
         target = to_arrow_schema(self.schema, timezone="UTC")
-        written = [(m, w) for m, w in zip(self.marks, file.watermarks, strict=True) if not m.drops]
-        dropping = [(m, w) for m, w in zip(self.marks, file.watermarks, strict=True) if m.drops]
+        written: list[tuple[Mark, int | None]] = []
+        dropping: list[tuple[Mark, int | None]] = []
+        for mark, watermark in zip(self.marks, file.watermarks, strict=True):
+            (dropping if mark.drops else written).append((mark, watermark))
         names = target.names[: len(target.names) - len(written)]
         parquet = open_parquet(file.path)
         present = set(parquet.schema_arrow.names)
