@@ -262,6 +262,45 @@ def test_a_file_is_cut_into_ranges_that_hold_each_row_once(
         assert min(b - a for a, b in ranges) >= total // len(ranges) // 2
 
 
+@given(
+    times=st.lists(st.one_of(st.none(), st.integers(-50, 50)), max_size=30),
+    group_size=st.integers(1, 12),
+    statistics=st.booleans(),
+    watermark=st.integers(-60, 60),
+)
+def test_late_rows_are_counted_from_the_footer_where_a_group_lies_on_one_side(
+    tmp_path_factory: pytest.TempPathFactory,
+    times: list[int | None],
+    group_size: int,
+    statistics: bool,
+    watermark: int,
+) -> None:
+    path = tmp_path_factory.mktemp("late") / "f.parquet"
+    data = pa.table({"n": pa.array(times, pa.int64())})
+    pq.write_table(data, str(path), row_group_size=group_size, write_statistics=statistics)
+    decoded: list[int] = []
+    opened = footers.open_parquet
+
+    class Counting(pq.ParquetFile):
+        def read_row_group(self, i: int, *args: Any, **kwargs: Any) -> pa.Table:
+            decoded.append(i)
+            return super().read_row_group(i, *args, **kwargs)
+
+    try:
+        footers.open_parquet = lambda p: Counting(p)  # type: ignore[assignment]
+        late = footers.late_rows(str(path), "n", False, watermark)
+    finally:
+        footers.open_parquet = opened
+    assert late == sum(1 for t in times if t is not None and t < watermark)
+    groups = [times[i : i + group_size] for i in range(0, len(times), group_size)]
+    straddling = {
+        i
+        for i, group in enumerate(groups)
+        if (known := [t for t in group if t is not None]) and min(known) < watermark <= max(known)
+    }
+    assert set(decoded) == (straddling if statistics else set())
+
+
 def test_a_cut_moves_to_a_row_groups_edge_when_one_is_near() -> None:
     assert row_ranges([50] * 4, 2, 10) == [(0, 100), (100, 200)]
     assert row_ranges([60, 60, 80], 2, 10) == [(0, 120), (120, 200)]  # 20 from the even cut

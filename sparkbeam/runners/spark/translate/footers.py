@@ -28,8 +28,8 @@ watermarks, from the offset log.
 
 The reader also counts what the `WithWatermark`s' observations would (`Counts`:
 rows, rows with no time, late rows, largest times), as it plans each batch on
-the driver: from the footers, reading a file's time column only where its
-smallest time lies below its watermark. The counts travel in the batch's end
+the driver: from the footers, reading the time column only of the row groups
+its watermark falls inside (`late_rows`). The counts travel in the batch's end
 offset, which the offset log keeps (a replayed batch counts the same), and the
 runner reads them from the query's progress (`batch_counts`): no aggregate
 over every row in the query.
@@ -278,36 +278,51 @@ def summary(path: str, column: str, is_datetime: bool) -> Summary:
     every row group has them (INT64 or INT32 values, null counts), else from the column itself
     (INT96 timestamps, a writer that left statistics out)."""
     parquet = open_parquet(path)
-    metadata = parquet.metadata
-    kinds = parquet.schema_arrow
-    if kinds.get_field_index(column) < 0:
-        return Summary(metadata.num_rows, 0, None, None)  # refused by `read`, with the file named
-    leaves = [metadata.schema.column(i).path for i in range(metadata.num_columns)]
-    if column not in leaves:
-        return _read_summary(parquet, column, is_datetime)
-    index = leaves.index(column)
-    scale = _micros_per_unit(kinds.field(column).type) if is_datetime else 1
-    physical = metadata.schema.column(index).physical_type
-    if scale is None or physical not in ("INT64", "INT32"):
+    if parquet.schema_arrow.get_field_index(column) < 0:
+        return Summary(parquet.metadata.num_rows, 0, None, None)  # refused by `read`
+    groups = _group_summaries(parquet, column, is_datetime)
+    if groups is None:
         return _read_summary(parquet, column, is_datetime)
     nulls = 0
     smallest: int | None = None
     latest: int | None = None
+    for group in groups:
+        nulls += group.nulls
+        smallest = _min(smallest, group.smallest)
+        latest = _max(latest, group.latest)
+    return Summary(parquet.metadata.num_rows, nulls, smallest, latest)
+
+
+def _group_summaries(
+    parquet: pq.ParquetFile, column: str, is_datetime: bool
+) -> list[Summary] | None:
+    """`Summary` of `column` in each row group, from the footer's statistics; None where a
+    group has none usable (INT96 timestamps, statistics left out), or `column` is nested."""
+    metadata = parquet.metadata
+    leaves = [metadata.schema.column(i).path for i in range(metadata.num_columns)]
+    if column not in leaves:
+        return None
+    index = leaves.index(column)
+    scale = _micros_per_unit(parquet.schema_arrow.field(column).type) if is_datetime else 1
+    physical = metadata.schema.column(index).physical_type
+    if scale is None or physical not in ("INT64", "INT32"):
+        return None
+    groups = []
     for group in range(metadata.num_row_groups):
         rows = metadata.row_group(group).num_rows
-        if rows == 0:
-            continue
         stats = metadata.row_group(group).column(index).statistics
-        if stats is None or not stats.has_null_count:
-            return _read_summary(parquet, column, is_datetime)
-        nulls += stats.null_count
-        if stats.null_count == rows:
-            continue  # no time in the group: no bounds either
-        if not stats.has_min_max:
-            return _read_summary(parquet, column, is_datetime)
-        smallest = _min(smallest, int(stats.min_raw) * scale)
-        latest = _max(latest, int(stats.max_raw) * scale)
-    return Summary(metadata.num_rows, nulls, smallest, latest)
+        if rows == 0:
+            groups.append(Summary(0, 0, None, None))
+        elif stats is None or not stats.has_null_count:
+            return None
+        elif stats.null_count == rows:
+            groups.append(Summary(rows, rows, None, None))  # no time: no bounds either
+        elif not stats.has_min_max:
+            return None
+        else:
+            bounds = int(stats.min_raw) * scale, int(stats.max_raw) * scale
+            groups.append(Summary(rows, stats.null_count, *bounds))
+    return groups
 
 
 def _micros_per_unit(kind: pa.DataType) -> int | None:
@@ -338,8 +353,26 @@ def _read_summary(parquet: pq.ParquetFile, column: str, is_datetime: bool) -> Su
 
 
 def late_rows(path: str, column: str, is_datetime: bool, watermark: int) -> int:
-    """The rows of the file at `path` whose time in `column` lies below `watermark`, read."""
-    values = _times(open_parquet(path), column, is_datetime)
+    """The rows of the file at `path` whose time in `column` lies below `watermark`: counted
+    from the footer for each row group wholly on one side of it, read for the others (every
+    group, where the footer has no usable statistics)."""
+    parquet = open_parquet(path)
+    groups = _group_summaries(parquet, column, is_datetime)
+    if groups is None:
+        return _late(_times(parquet, column, is_datetime), watermark)
+    late = 0
+    for index, group in enumerate(groups):
+        if group.smallest is None or group.smallest >= watermark:
+            continue  # no time, or none below the watermark
+        if group.latest is not None and group.latest < watermark:
+            late += group.rows - group.nulls
+            continue
+        values = parquet.read_row_group(index, columns=[column]).column(0)
+        late += _late(_as_units(values, is_datetime), watermark)
+    return late
+
+
+def _late(values: pa.Array | pa.ChunkedArray, watermark: int) -> int:
     return int(pc.sum(pc.less(values, watermark)).as_py() or 0)
 
 
