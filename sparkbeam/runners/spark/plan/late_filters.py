@@ -45,7 +45,8 @@ class Strategy(enum.Enum):
     """A `WithWatermark` straight on a live parquet `ReadFiles` in a production run: the
     source's reader knows each file's watermark from the footers of the files before it and
     writes it on the rows as a column (`runners.spark.translate.footers`); the filter
-    compares with it, as `EPOCH_MARK` (no state, no shuffle)."""
+    compares with it, as `EPOCH_MARK` (no state, no shuffle). Where nothing in the query
+    reads its late rows, the reader drops them itself instead (`LateFilter.in_reader`)."""
     CURRENT = "current"
     """A pass-through `transformWithState` that compares each row's judge with the current
     batch's watermark: batches run back to back and other stateful operators follow."""
@@ -188,8 +189,10 @@ def late_filters(nodes: Sequence[Node], query: Query) -> LateFilters:
     stage query that reads nothing else, the runner does that itself (`FED`).
     In a production run's final query, one straight on a live parquet source
     compares with the watermark its reader writes on each file's rows
-    (`FOOTERS`). Elsewhere the filter is stateful: `DEDUP`, exact where a
-    no-data batch runs between two epochs. Over live sources batches run back
+    (`FOOTERS`), or has the reader drop its late rows where the query reads
+    none of them and it is the source's only `WithWatermark` (`in_reader`).
+    Elsewhere the filter is stateful: `DEDUP`, exact where a no-data batch
+    runs between two epochs. Over live sources batches run back
     to back: a final query with a stateful filter and at most one stateful
     operator after it on a path, and a live stage, start with
     `one_watermark`; a deeper final query filters with `CURRENT`
