@@ -41,6 +41,11 @@ CONF = {
     "spark.sql.streaming.pollingDelay": "100ms",  # why: tests/conftest.py's SPARK_CONF
     "spark.sql.codegen.cache.maxEntries": "5000",  # why: the same
     "spark.driver.extraJavaOptions": SHORT_LIVED_JVM,  # the server lives a module
+    # why: tests/conftest.py's SUITE_ONLY_CONF (no `readlink` process per checkpoint file)
+    "spark.sql.streaming.checkpointFileManagerClass": (
+        "org.apache.spark.sql.execution.streaming.checkpointing"
+        ".FileSystemBasedCheckpointFileManager"
+    ),
 }
 
 WORKERS_PYTHON = os.path.join(ROOT, ".venv-workers", "bin", "python")
