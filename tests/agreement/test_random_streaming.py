@@ -714,7 +714,8 @@ def unjudged_columns(
     directory = tempfile.mkdtemp(prefix="sparkbeam-judges-")
     runs = []
     try:
-        whole = streaming.StreamingTranslation(spark, p.nodes, directory)
+        # inside the temporary directory, as the runner's are: its epochs' `.incoming` too
+        whole = streaming.StreamingTranslation(spark, p.nodes, os.path.join(directory, "feed"))
         whole.run()
         translations.append(("pipeline", whole))
         for pc in outputs:

@@ -67,8 +67,9 @@ def fed(p: sb.Pipeline) -> StreamOutputs:
 def test_the_fed_filters_agree_at_the_watermark(spark: Any, spark_runner: Any) -> None:
     p = sb.Pipeline()
     _, (direct, _computed, integer) = fed(p)
-    with tempfile.TemporaryDirectory() as directory:
-        translation = StreamingTranslation(spark, p.nodes, directory, set(range(len(p.nodes))))
+    with tempfile.TemporaryDirectory() as scratch:  # the feed and its `.incoming` inside it
+        feed = os.path.join(scratch, "feed")
+        translation = StreamingTranslation(spark, p.nodes, feed, set(range(len(p.nodes))))
     # the stateless filter where the source feeds the WithWatermark, a stateful one elsewhere
     assert set(translation.epoch_marks) == {direct.node.id, integer.node.id}
     assert_agree_epoch_by_epoch(fed, spark_runner)

@@ -7,9 +7,11 @@ or, for one raised when a PCollection is collected (`COLLECTED`), by `collect`.
 
 from __future__ import annotations
 
+import atexit
 import datetime
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -37,6 +39,7 @@ def stream(p: sb.Pipeline, label: str = "a") -> sb.PCollection:
 def json_directory() -> str:
     """A directory of one JSON file of `ROWS`, for live sources."""
     path = tempfile.mkdtemp(prefix="test-plan-")
+    atexit.register(shutil.rmtree, path, True)
     with open(os.path.join(path, "part-000.json"), "w") as handle:
         handle.writelines(json.dumps(row) + "\n" for row in ROWS)
     return path

@@ -48,8 +48,10 @@ def test_only_queries_with_transform_with_state_start_with_rocksdb(spark: Any) -
     with_state = {"sorted", "sessions", "user combine", "late rows of computed rows"}
     for name, pcoll in outputs.items():
         selected = ancestors(p.nodes, pcoll.node)
-        with tempfile.TemporaryDirectory() as directory:
-            translation = StreamingTranslation(spark, p.nodes, directory, selected)
+        with tempfile.TemporaryDirectory() as scratch:  # the feed and its `.incoming` inside
+            translation = StreamingTranslation(
+                spark, p.nodes, str(pathlib.Path(scratch, "feed")), selected
+            )
             translation.run()
         want = STATE_STORE[1] if name in with_state else None
         assert translation.settings.get(STATE_STORE[0]) == want, name
