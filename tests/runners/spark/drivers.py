@@ -60,8 +60,17 @@ class Driver:
     def __init__(self) -> None:
         self.directory = tempfile.mkdtemp(prefix="sparkbeam-driver-")
         self.script = os.path.join(self.directory, "script.py")
+        # What a killed driver leaves in its temporary directory (the runner's scratch
+        # directories, Spark's local and artifact directories, the JVM's unpacked native
+        # libraries) goes to the suite's own (`scratch`), deleted as the suite ends.
+        env = {
+            **os.environ,
+            "TMPDIR": scratch(),
+            "JAVA_TOOL_OPTIONS": f"-Djava.io.tmpdir={scratch()}",
+        }
         self.process = subprocess.Popen(
             [sys.executable, "-c", WAITING.format(root=ROOT, script=self.script)],
+            env=env,
             start_new_session=True,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -79,6 +88,18 @@ class Driver:
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(timeout=60)
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+_scratch: str | None = None
+"""The killed drivers' temporary directory, once made (`scratch`)."""
+
+
+def scratch() -> str:
+    """The killed drivers' temporary directory, made now if it was not yet."""
+    global _scratch
+    if _scratch is None:
+        _scratch = tempfile.mkdtemp(prefix="sparkbeam-drivers-tmp-")
+    return _scratch
 
 
 _waiting: Driver | None = None
@@ -136,8 +157,12 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """Never leave a waiting driver running (a run stopped early too)."""
-    global _waiting
+    """Never leave a waiting driver running (a run stopped early too), nor the drivers' temporary
+    files."""
+    global _waiting, _scratch
     if _waiting is not None:
         _waiting.kill()
         _waiting = None
+    if _scratch is not None:
+        shutil.rmtree(_scratch, ignore_errors=True)
+        _scratch = None
