@@ -25,6 +25,7 @@ import grpc_status
 import typing_extensions
 import zstandard
 
+from tests.conftest import SUITE_ONLY_CONF
 from tests.runners.spark.cluster_job import SHORT_LIVED_JVM
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -41,11 +42,7 @@ CONF = {
     "spark.sql.streaming.pollingDelay": "100ms",  # why: tests/conftest.py's SPARK_CONF
     "spark.sql.codegen.cache.maxEntries": "5000",  # why: the same
     "spark.driver.extraJavaOptions": SHORT_LIVED_JVM,  # the server lives a module
-    # why: tests/conftest.py's SUITE_ONLY_CONF (no `readlink` process per checkpoint file)
-    "spark.sql.streaming.checkpointFileManagerClass": (
-        "org.apache.spark.sql.execution.streaming.checkpointing"
-        ".FileSystemBasedCheckpointFileManager"
-    ),
+    **SUITE_ONLY_CONF,  # the checkpoint file manager of the suite's session, for its reason
 }
 
 WORKERS_PYTHON = os.path.join(ROOT, ".venv-workers", "bin", "python")

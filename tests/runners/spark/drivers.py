@@ -63,10 +63,11 @@ class Driver:
         # What a killed driver leaves in its temporary directory (the runner's scratch
         # directories, Spark's local and artifact directories, the JVM's unpacked native
         # libraries) goes to the suite's own (`scratch`), deleted as the suite ends.
+        temporary = scratch()
         env = {
             **os.environ,
-            "TMPDIR": scratch(),
-            "JAVA_TOOL_OPTIONS": f"-Djava.io.tmpdir={scratch()}",
+            "TMPDIR": temporary,
+            "JAVA_TOOL_OPTIONS": f"-Djava.io.tmpdir={temporary}",
         }
         self.process = subprocess.Popen(
             [sys.executable, "-c", WAITING.format(root=ROOT, script=self.script)],
