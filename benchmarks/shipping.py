@@ -14,6 +14,13 @@ a batch `Map` + per-key `Sum` (Python workers import sparkbeam to run the
 planning worker imports it too). Each job's rows are checked against the
 direct runner's. The table gives the medians and the ratio of the medians;
 the zip's size and the time to build it are printed apart.
+
+A second table times what each new Python worker pays to import the
+runner's modules from the zip, in a fresh interpreter after pyspark, pandas
+and pyarrow: from the zip as shipped (each module with its compiled code)
+and from a copy without the compiled code (each module compiled as it is
+imported), in turn: `transformWithState`'s processors and the Python
+functions' wrappers.
 """
 
 from __future__ import annotations
@@ -24,7 +31,9 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+import zipfile
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -108,6 +117,51 @@ def measure(ship: bool) -> dict[str, Any]:
     return result
 
 
+WORKER_MODULES = (
+    "sparkbeam.runners.spark.parts.keyed_state",
+    "sparkbeam.runners.spark.parts.python_functions",
+)
+
+
+def import_seconds(archive: str, module: str) -> float:
+    """A fresh Python's time to import `module` from the zip `archive`, after PySpark's own."""
+    code = (
+        "import sys, time\n"
+        f"sys.path.insert(0, {archive!r})\n"
+        "import pyspark.sql, pyspark.sql.functions, pandas, pyarrow\n"
+        "import pyspark.sql.streaming.stateful_processor\n"
+        "start = time.perf_counter()\n"
+        f"import {module}\n"
+        "print(time.perf_counter() - start)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return float(done.stdout)
+
+
+def without_compiled_code(archive: str, target: str) -> str:
+    with zipfile.ZipFile(archive) as source, zipfile.ZipFile(target, "w") as copy:
+        for name in source.namelist():
+            if not name.endswith(".pyc"):
+                copy.writestr(name, source.read(name))
+    return target
+
+
+def worker_imports(rounds: int) -> None:
+    from sparkbeam.runners.spark.session import shipping
+
+    shipped = shipping.package_zip()
+    with tempfile.TemporaryDirectory() as scratch:
+        sources = without_compiled_code(shipped, os.path.join(scratch, "sources.zip"))
+        print(f"\n{'worker import of':<50}{'compiled ms':>12}{'source ms':>11}{'ratio':>7}")
+        for module in WORKER_MODULES:
+            times: dict[str, list[float]] = {shipped: [], sources: []}
+            for _ in range(rounds):
+                for archive in (shipped, sources):
+                    times[archive].append(import_seconds(archive, module))
+            fast, slow = (statistics.median(times[a]) * 1000 for a in (shipped, sources))
+            print(f"{module:<50}{fast:>12.0f}{slow:>11.0f}{fast / slow:>6.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -133,6 +187,7 @@ def main() -> None:
     print(f"zip: {statistics.median(r['zip_bytes'] for r in zips) / 1024:.0f} KiB, built in "
           f"{statistics.median(r['zip_seconds'] for r in zips) * 1000:.0f} ms; "
           "both jobs' rows checked against the direct runner's")  # fmt: skip
+    worker_imports(args.rounds)
 
 
 if __name__ == "__main__":

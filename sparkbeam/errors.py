@@ -18,6 +18,10 @@ from typing import Any
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
+_SHIPPED = "sparkbeam/"
+"""How the code compiled into the zip the Spark runner ships names its files
+(`shipping.compiled`): `sparkbeam/errors.py`, wherever a worker keeps the zip."""
+
 
 class PipelineError(ValueError):
     """A transform cannot be applied as written; the message says what to change.
@@ -59,7 +63,8 @@ def described(exc: BaseException) -> str:
     frames = [
         frame
         for frame in traceback.extract_tb(exc.__traceback__)
-        if not os.path.abspath(frame.filename).startswith(_PACKAGE)
+        if not frame.filename.startswith(_SHIPPED)
+        and not os.path.abspath(frame.filename).startswith(_PACKAGE)
     ]
     if not frames:
         return repr(exc)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.util
+import marshal
 import os
 import shutil
 import sys
@@ -64,9 +65,27 @@ def protobuf_sources() -> list[tuple[Path, str]]:
     ]
 
 
+def compiled(source: bytes, name: str) -> bytes:
+    """`source` compiled by this Python, as the `.pyc` beside it in the zip: a checked-hash
+    pyc (PEP 552), which a worker's Python of this version imports without compiling the
+    module again (zipimport writes no cache: each worker process compiled every module it
+    imported). Another Python version, or a source that does not match, falls back to the
+    `.py` beside it. Its code names its file as the zip does (`sparkbeam/...py`):
+    `errors.described` knows those frames for sparkbeam's own."""
+    code = compile(source, name, "exec", dont_inherit=True, optimize=0)
+    checked_hash = (0b11).to_bytes(4, "little")  # hash-based, checked against the source
+    return (
+        importlib.util.MAGIC_NUMBER
+        + checked_hash
+        + importlib.util.source_hash(source)
+        + marshal.dumps(code)
+    )
+
+
 def package_zip() -> str:
-    """A zip of the sparkbeam package this process runs: hashed once per process, written
-    once per machine (`tempfile.gettempdir()`), shared by the driver processes there.
+    """A zip of the sparkbeam package this process runs, each module with its compiled code
+    (`compiled`): hashed once per process, written once per machine and Python version
+    (`tempfile.gettempdir()`), shared by the driver processes there.
 
     Its name carries a hash of its contents: Spark refuses a second file of
     the same name with other contents, and a changed package is a new file.
@@ -81,8 +100,9 @@ def package_zip() -> str:
         if path.is_file() and "__pycache__" not in path.parts and path.suffix in (".py", ".typed")
     )
     members = [(path, f"sparkbeam/{path.relative_to(root).as_posix()}") for path in files]
+    own = {name for _, name in members if name.endswith(".py")}
     members += protobuf_sources()
-    digest = hashlib.sha256()
+    digest = hashlib.sha256(importlib.util.MAGIC_NUMBER)  # the compiled code's Python
     for path, name in members:
         digest.update(name.encode())
         digest.update(path.read_bytes())
@@ -96,7 +116,10 @@ def package_zip() -> str:
             zipfile.ZipFile(stream, "w", zipfile.ZIP_DEFLATED) as archive,
         ):
             for path, name in members:
-                archive.write(path, name)
+                source = path.read_bytes()
+                archive.writestr(name, source)
+                if name in own:
+                    archive.writestr(f"{name}c", compiled(source, name))
         os.replace(partial, target)
     _ZIP = target
     return target
