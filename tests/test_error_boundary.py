@@ -8,10 +8,12 @@ useful line of the cause and never a JVM stack.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
 import threading
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ from typing import Any
 import pytest
 
 import sparkbeam as sb
+from tests.agreement.streams import outcome, side_by_side
 from tests.tracebacks import assert_short_as_direct, original
 
 T0 = datetime(2026, 4, 1, 10, 0)
@@ -98,6 +101,34 @@ def runner_for(mode: str, request: Any) -> Any:
     return request.getfixturevalue("spark_runner")
 
 
+Run = Callable[[Any, Path], BaseException]
+"""A failing pipeline on a runner (with a temporary directory): the error it raised."""
+
+
+def raised(p: sb.Pipeline, out: sb.PCollection) -> BaseException:
+    with pytest.raises((sb.DataError, sb.PipelineError, sb.InvariantViolation)) as caught:
+        p.run().collect(out)
+    return caught.value
+
+
+def error_of(mode: str, run: Run, request: Any, tmp_path: Path) -> BaseException:
+    """What `run` raises on the runner of `mode`; on Spark, as the module's Spark runs raised
+    it side by side (`spark_errors`, under the key `f"{mode} {run.keywords}"`)."""
+    if mode.startswith("direct"):
+        return run(sb.DirectRunner(), tmp_path)
+    assert isinstance(run, functools.partial)
+    [error] = outcome(request.getfixturevalue("spark_errors"), key_of(mode, run))
+    return error
+
+
+def key_of(mode: str, run: functools.partial[BaseException]) -> str:
+    return f"{mode} {run.func.__name__} {sorted(run.keywords.items(), key=str)}"
+
+
+def combine_fn_error(runner: Any, tmp: Path, *, streaming: bool, failing: str, emit: str) -> Any:
+    return raised(*combine_fn_pipeline(runner, streaming, failing, emit))
+
+
 @pytest.mark.parametrize(
     ("mode", "failing"),
     [
@@ -108,25 +139,30 @@ def runner_for(mode: str, request: Any) -> Any:
     ],
 )
 def test_a_combine_fn_error_names_the_combine_the_aggregate_and_the_method(
-    mode: str, failing: str, request: Any
+    mode: str, failing: str, request: Any, tmp_path: Path
 ) -> None:
+    run = combine_fn_run(mode, failing, "close")
+    error = error_of(mode, run, request, tmp_path)
+    assert isinstance(error, sb.DataError)
+    assert_names_the_method(str(error), failing)
+
+
+def combine_fn_run(mode: str, failing: str, emit: str) -> functools.partial[BaseException]:
     streaming = mode.endswith("streaming")
-    p, out = combine_fn_pipeline(runner_for(mode, request), streaming, failing)
-    with pytest.raises(sb.DataError) as caught:
-        p.run().collect(out)
-    assert_names_the_method(str(caught.value), failing)
+    return functools.partial(combine_fn_error, streaming=streaming, failing=failing, emit=emit)
 
 
 @pytest.mark.parametrize(
     "mode", ["direct-streaming", pytest.param("spark-streaming", marks=pytest.mark.spark)]
 )
-def test_a_combine_fn_error_in_an_update_stream_names_the_combine(mode: str, request: Any) -> None:
+def test_a_combine_fn_error_in_an_update_stream_names_the_combine(
+    mode: str, request: Any, tmp_path: Path
+) -> None:
     """On Spark the rows are added where each input partition folds them, before the
     update-mode operator: the error is the same."""
-    p, out = combine_fn_pipeline(runner_for(mode, request), True, "add_input", emit="update")
-    with pytest.raises(sb.DataError) as caught:
-        p.run().collect(out)
-    assert_names_the_method(str(caught.value), "add_input")
+    error = error_of(mode, combine_fn_run(mode, "add_input", "update"), request, tmp_path)
+    assert isinstance(error, sb.DataError)
+    assert_names_the_method(str(error), "add_input")
 
 
 def assert_names_the_method(text: str, failing: str) -> None:
@@ -157,6 +193,14 @@ def broken_keeps_pipeline(runner: Any, streaming: bool, flat: bool) -> tuple[Any
     return p, moved
 
 
+def broken_keeps_error(runner: Any, tmp: Path, *, streaming: bool, flat: bool) -> Any:
+    return raised(*broken_keeps_pipeline(runner, streaming, flat))
+
+
+def broken_keeps_run(mode: str, flat: bool) -> functools.partial[BaseException]:
+    return functools.partial(broken_keeps_error, streaming=mode.endswith("streaming"), flat=flat)
+
+
 @pytest.mark.parametrize(
     ("mode", "flat"),
     [
@@ -169,42 +213,43 @@ def broken_keeps_pipeline(runner: Any, streaming: bool, flat: bool) -> tuple[Any
     ],
 )
 def test_a_broken_keeps_promise_is_a_data_error_naming_the_map_and_the_row(
-    mode: str, flat: bool, request: Any
+    mode: str, flat: bool, request: Any, tmp_path: Path
 ) -> None:
     """Issue 19 item 4: on Spark streaming 2 of 4 rows vanished and late_count stayed 0."""
-    p, out = broken_keeps_pipeline(
-        runner_for(mode, request), streaming=mode.endswith("streaming"), flat=flat
-    )
-    with pytest.raises(sb.DataError) as caught:
-        p.run().collect(out)
-    text = str(caught.value)
+    error = error_of(mode, broken_keeps_run(mode, flat), request, tmp_path)
+    assert isinstance(error, sb.DataError)
+    text = str(error)
     no_jvm(text)
     assert text.startswith("Moves: keeps=['t']"), text
     assert "'x': 2" in text
 
 
-@pytest.mark.parametrize(
-    ("window", "t"),
-    [
-        (sb.Tumble("t", size="1 day"), datetime(9999, 12, 31, 12)),
-        (sb.Hop("t", size="2 days", slide="1 day"), datetime(9999, 12, 30, 12)),
-        (sb.Tumble("t", size="1 day", offset="12 hours"), datetime(1, 1, 1, 6)),
-        (sb.Session("t", gap="2 hours"), datetime(9999, 12, 31, 23)),
-    ],
-    ids=["tumble-9999", "hop-9999", "tumble-year-1", "session-9999"],
-)
+WINDOW_BOUNDS: dict[str, tuple[Any, datetime]] = {
+    "tumble-9999": (sb.Tumble("t", size="1 day"), datetime(9999, 12, 31, 12)),
+    "hop-9999": (sb.Hop("t", size="2 days", slide="1 day"), datetime(9999, 12, 30, 12)),
+    "tumble-year-1": (sb.Tumble("t", size="1 day", offset="12 hours"), datetime(1, 1, 1, 6)),
+    "session-9999": (sb.Session("t", gap="2 hours"), datetime(9999, 12, 31, 23)),
+}
+"""A window and a row time whose window (or session) bound lies outside years 1 to 9999."""
+
+
+def window_bound_error(runner: Any, tmp: Path, *, bound: str) -> Any:
+    window, t = WINDOW_BOUNDS[bound]
+    p = sb.Pipeline(runner=runner)
+    rows = [{"x": 1, "t": datetime(2026, 1, 1)}, {"x": 2, "t": t}]
+    return raised(p, p | sb.Create(rows) | "Windows" >> window)
+
+
+@pytest.mark.parametrize("bound", list(WINDOW_BOUNDS))
 @pytest.mark.parametrize("mode", [MODES[0], MODES[2]])
 def test_a_window_bound_outside_the_calendar_is_a_data_error(
-    mode: str, window: Any, t: datetime, request: Any
+    mode: str, bound: str, request: Any, tmp_path: Path
 ) -> None:
     """Issue 19 item 6: a bare OverflowError on every runner (a Session's end, its last row's
     time plus the gap, is a bound like a window's)."""
-    p = sb.Pipeline(runner=runner_for(mode, request))
-    rows = [{"x": 1, "t": datetime(2026, 1, 1)}, {"x": 2, "t": t}]
-    out = p | sb.Create(rows) | "Windows" >> window
-    with pytest.raises(sb.DataError) as caught:
-        p.run().collect(out)
-    text = str(caught.value)
+    error = error_of(mode, functools.partial(window_bound_error, bound=bound), request, tmp_path)
+    assert isinstance(error, sb.DataError)
+    text = str(error)
     no_jvm(text)
     assert text.startswith("Windows: "), text
     assert "year 1 to 9999" in text
@@ -387,7 +432,7 @@ def test_the_error_boundary(mode: str, case: str, request: Any, tmp_path: Path) 
     """Every failure of a running pipeline is sparkbeam's, names the transform, and shows
     no JVM stack; the original exception is its cause, on Spark its `spark_error` (not
     chained: printed, the error is as short as the direct runner's for the same mistake)."""
-    error = boundary_error(mode, case, request, tmp_path)
+    error = error_of(mode, boundary_run(mode, case), request, tmp_path)
     text = str(error)
     no_jvm(text)
     assert text.startswith(BOUNDARY_CASES[case][0]), text
@@ -396,23 +441,61 @@ def test_the_error_boundary(mode: str, case: str, request: Any, tmp_path: Path) 
         # printed, as short as the direct runner's for the same mistake (where it has one)
         kind = mode.replace("spark", "direct")
         same = case not in SPARK_ONLY and (kind == "direct-batch" or case not in NO_STREAMING)
-        direct = boundary_error(kind, case, request, tmp_path / "direct") if same else None
+        direct = boundary_run(kind, case)(sb.DirectRunner(), tmp_path / "direct") if same else None
         assert_short_as_direct(error, direct)
     if not isinstance(error, sb.DataError) or mode.startswith("spark"):
         assert original(error) is not None, "the original is kept"
 
 
-def boundary_error(mode: str, case: str, request: Any, tmp_path: Path) -> BaseException:
-    """The error a run of `case` in `mode` raises."""
+def boundary_error(runner: Any, tmp: Path, *, streaming: bool, case: str) -> BaseException:
+    """The error a run of `case` raises."""
     label, make = BOUNDARY_CASES[case]
-    tmp_path.mkdir(exist_ok=True)
-    p = sb.Pipeline(runner=runner_for(mode, request))
+    tmp.mkdir(exist_ok=True)
+    p = sb.Pipeline(runner=runner)
     rows, schema = boundary_rows(case), {"x": int, "t": datetime}
-    source = source_of(p, rows, schema, mode.endswith("streaming"), first=1)
-    out = source | label >> make(tmp_path)
-    with pytest.raises((sb.DataError, sb.PipelineError, sb.InvariantViolation)) as caught:
-        p.run().collect(out)
-    return caught.value
+    source = source_of(p, rows, schema, streaming, first=1)
+    return raised(p, source | label >> make(tmp))
+
+
+def boundary_run(mode: str, case: str) -> functools.partial[BaseException]:
+    return functools.partial(boundary_error, streaming=mode.endswith("streaming"), case=case)
+
+
+def spark_runs() -> dict[str, functools.partial[BaseException]]:
+    """Every Spark run of the tests above that fails, by `key_of`."""
+    runs = [("spark-batch", boundary_run("spark-batch", case)) for case in BOUNDARY_CASES]
+    runs += [("spark-streaming", boundary_run("spark-streaming", c)) for c in SPARK_STREAMING_CASES]
+    runs += [
+        ("spark-batch", combine_fn_run("spark-batch", "add_input", "close")),
+        ("spark-streaming", combine_fn_run("spark-streaming", "create_accumulator", "close")),
+        ("spark-streaming", combine_fn_run("spark-streaming", "add_input", "update")),
+        ("spark-batch", broken_keeps_run("spark-batch", False)),
+        ("spark-streaming", broken_keeps_run("spark-streaming", False)),
+        ("spark-batch", broken_keeps_run("spark-batch", True)),
+    ]
+    runs += [
+        ("spark-batch", functools.partial(window_bound_error, bound=bound))
+        for bound in WINDOW_BOUNDS
+    ]
+    return {key_of(mode, run): run for mode, run in runs}
+
+
+@pytest.fixture(scope="module")
+def spark_errors(spark_runner: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """What each failing Spark run of this module raised (alone in a list: `outcome` raises
+    an error the run itself raised), `SIDE_BY_SIDE` at once: each is a query of a second or
+    more spent mostly waiting on Spark (its failed task tried again, as on a cluster). Each
+    test reads its own (`error_of`)."""
+
+    def listed(run: Run, tmp: Path) -> list[BaseException]:
+        return [run(spark_runner, tmp)]
+
+    return side_by_side(
+        {
+            key: functools.partial(listed, run, tmp_path_factory.mktemp("failing"))
+            for key, run in spark_runs().items()
+        }
+    )
 
 
 # --- files: which file, which line ----------------------------------------------------
