@@ -2,8 +2,8 @@
 epoch by epoch, over replayed sources: each epoch's step-1 rows (one per group it touched)
 before its step-2 rows (the groups the watermark passed), with `allowed_lateness` too.
 
-The streams, and the property test's fixed examples, run side by side in one module fixture
-(`spark_runs`); each test compares one.
+The streams, the property test's fixed examples and the Spark side of the sink tests run side by
+side in one module fixture (`spark_runs`); each test compares one.
 """
 
 from __future__ import annotations
@@ -175,13 +175,22 @@ def run(build: Callable[[sb.Pipeline], Outputs], runner: Any) -> ByEpoch:
 
 
 @pytest.fixture(scope="module")
-def spark_runs(spark_runner: Any) -> dict[str, ByEpoch | BaseException]:
+def spark_runs(
+    spark: Any, spark_runner: Any, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
     """Each of `STREAMS` and `FIXED_EXAMPLES` run on Spark, side by side: its rows by epoch,
-    or the error it raised."""
+    or the error it raised; beside them the Spark side of the sink tests below (`SINKS`)."""
     builds = {**STREAMS, **{name: random_updates(*drawn) for name, drawn in FIXED_EXAMPLES.items()}}
-    return side_by_side(
-        {name: functools.partial(run, build, spark_runner) for name, build in builds.items()}
+    runs = {name: functools.partial(run, build, spark_runner) for name, build in builds.items()}
+    runs[REPLAYED] = functools.partial(
+        replayed_into_sinks, spark_runner, tmp_path_factory.mktemp("replayed")
     )
+    runs[LIVE] = functools.partial(live_files_in_two_runs, spark, tmp_path_factory.mktemp("live"))
+    return side_by_side(runs)
+
+
+REPLAYED, LIVE = "replayed into sinks", "live files in two runs"
+"""The sink tests' Spark runs in `spark_runs`."""
 
 
 def assert_agree(direct: ByEpoch, spark: ByEpoch) -> None:
@@ -361,8 +370,27 @@ def read_sink(out: Path) -> Rows:
     return read.run().collect(files)
 
 
+LIVE_EPOCHS = [[at(1)], [at(12)], [at(5)], [at(31, "b")], [at(25, "b")], [at(45)]]
+"""The live test's files: four, then two more after a stop."""
+
+
+def live_files_in_two_runs(spark: Any, tmp: Path) -> tuple[Rows, Rows]:
+    """The live pipeline into a file sink over the first four files of `LIVE_EPOCHS`, stopped,
+    then started again from its checkpoint on two more: the sink's rows after each run."""
+    source, out, checkpoints = tmp / "in", tmp / "out", tmp / "checkpoints"
+    source.mkdir()
+    for index, rows in enumerate(LIVE_EPOCHS[:4]):
+        write_live_epoch(source, index, rows)
+    run_live(spark, source, out, checkpoints)
+    first = read_sink(out)
+    for index, rows in enumerate(LIVE_EPOCHS[4:], start=4):
+        write_live_epoch(source, index, rows)
+    run_live(spark, source, out, checkpoints)
+    return first, read_sink(out)
+
+
 def test_live_files_into_a_file_sink_give_the_direct_runners_change_rows(
-    spark: Any, tmp_path: Path
+    spark_runs: dict[str, Any], tmp_path: Path
 ) -> None:
     """Spark's own file source, its files run back to back: window 0 is on time after the
     second file (the estimate 12 s passes it, the watermark 2 s does not), and the third
@@ -370,10 +398,10 @@ def test_live_files_into_a_file_sink_give_the_direct_runners_change_rows(
     the timer after the batch's rows). Stopped, then started again from its checkpoint on
     two more files (a group born late, closing rows): the sink holds the direct runner's
     change rows before its end-of-input flush (a live source never ends), each once."""
-    source, out, checkpoints = tmp_path / "in", tmp_path / "out", tmp_path / "checkpoints"
+    first_run, second_run = outcome(spark_runs, LIVE)
+    source = tmp_path / "in"
     source.mkdir()
-    epochs = [[at(1)], [at(12)], [at(5)], [at(31, "b")], [at(25, "b")], [at(45)]]
-    for index, rows in enumerate(epochs[:4]):
+    for index, rows in enumerate(LIVE_EPOCHS[:4]):
         write_live_epoch(source, index, rows)
     before_flush = direct_before_flush(source)
     first = [r for r in before_flush if r["window_start"].second == 0]
@@ -382,38 +410,36 @@ def test_live_files_into_a_file_sink_give_the_direct_runners_change_rows(
         (1, "ON_TIME", 1),
         (2, "LATE", 2),
     ]
-    run_live(spark, source, out, checkpoints)
-    assert row_multiset(read_sink(out)) == row_multiset(before_flush)
+    assert row_multiset(first_run) == row_multiset(before_flush)
 
-    for index, rows in enumerate(epochs[4:], start=4):
+    for index, rows in enumerate(LIVE_EPOCHS[4:], start=4):
         write_live_epoch(source, index, rows)
     before_flush = direct_before_flush(source)
     assert any(r["k"] == "b" and r["pane_timing"] == "LATE" for r in before_flush)
-    run_live(spark, source, out, checkpoints)
-    assert row_multiset(read_sink(out)) == row_multiset(before_flush)
+    assert row_multiset(second_run) == row_multiset(before_flush)
+
+
+def replayed_into_sinks(runner: Any, out: Path) -> tuple[Rows, Rows]:
+    """`late_corrections`' update rows into a file sink at `out` and a `ForEachBatch`: the rows
+    written and the rows the callback was given."""
+    calls: list[Rows] = []
+    p = sb.Pipeline(runner=runner)
+    updates = late_corrections(p)["updates"]
+    updates.write_files(str(out)).for_each_batch(lambda rows, batch: calls.append(rows))
+    p.run()
+    return read_sink(out), [row for rows in calls for row in rows]
 
 
 def test_a_replayed_update_stream_into_sinks_gives_the_direct_runners_change_rows(
-    spark_runner: Any, tmp_path: Path
+    spark_runs: dict[str, Any], tmp_path: Path
 ) -> None:
     """`WriteFiles` writes the change rows as they are, `ForEachBatch` receives them: the
     direct runner's, over a TestStream, end of input included."""
-
-    def build(runner: Any, out: Path, calls: list[Rows]) -> None:
-        p = sb.Pipeline(runner=runner)
-        updates = late_corrections(p)["updates"]
-        updates.write_files(str(out)).for_each_batch(lambda rows, batch: calls.append(rows))
-        p.run()
-
-    direct_calls: list[Rows] = []
-    spark_calls: list[Rows] = []
-    build(sb.DirectRunner(), tmp_path / "direct", direct_calls)
-    build(spark_runner, tmp_path / "spark", spark_calls)
-    written = read_sink(tmp_path / "spark")
-    assert row_multiset(written) == row_multiset(read_sink(tmp_path / "direct"))
+    written, called = outcome(spark_runs, REPLAYED)
+    direct_written, direct_called = replayed_into_sinks(sb.DirectRunner(), tmp_path / "direct")
+    assert row_multiset(written) == row_multiset(direct_written)
     assert any(row["pane_timing"] == "LATE" for row in written)
-    called = [row for rows in spark_calls for row in rows]
-    assert row_multiset(called) == row_multiset([row for rows in direct_calls for row in rows])
+    assert row_multiset(called) == row_multiset(direct_called)
 
 
 KILLED_DRIVER = """
@@ -433,7 +459,7 @@ def test_a_live_update_stream_survives_a_driver_killed_during_a_batch(
     source, out, checkpoints = tmp_path / "in", tmp_path / "out", tmp_path / "checkpoints"
     slow = str(tmp_path / "slow")
     source.mkdir()
-    for index, rows in enumerate([[at(1)], [at(12)], [at(5)], [at(31, "b")]]):
+    for index, rows in enumerate(LIVE_EPOCHS[:4]):
         write_live_epoch(source, index, rows)
     open(slow, "w").close()
     script = KILLED_DRIVER.format(
