@@ -86,3 +86,15 @@ if [ ! -x "$WORKERS/bin/python" ] || [ "$(cat "$workers_stamp" 2>/dev/null)" != 
   "$WORKERS/bin/python" -m pip install -q $workers_needs
   echo "$workers_needs" > "$workers_stamp"
 fi
+
+# Spark's classes as a class-data-sharing archive for the suite's JVMs (tests/class_archive.py:
+# a JVM's start maps them instead of loading them from the jars). Written once; anew when
+# pyspark or Java changes. A JVM that finds it stale loads the jars as before.
+archive_needs="pyspark==$("$VENV/bin/python" -c 'from importlib.metadata import version
+print(version("pyspark"))') $(java -version 2>&1 | head -1)"
+archive_stamp="$VENV/.spark-classes"
+if [ ! -f "$VENV/spark-classes.jsa" ] || [ "$(cat "$archive_stamp" 2>/dev/null)" != "$archive_needs" ]; then
+  echo "bootstrap: writing Spark's class archive for the tests' JVMs (about a minute)"
+  "$VENV/bin/python" -m tests.class_archive
+  echo "$archive_needs" > "$archive_stamp"
+fi

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 import sparkbeam as sb
+from tests.class_archive import java_options
 
 pytest_plugins = [
     "tests.interrupt",
@@ -59,6 +60,9 @@ if (count := more_examples()) is not None:
     )
     settings.load_profile("more")
 
+SUITE_JVM = "-XX:+UseParallelGC -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m"
+"""The suite's JVM's collector and compilers (why: `SPARK_CONF`)."""
+
 SPARK_CONF = {
     # Two cores; a failed task is tried up to three times, as on a cluster (local mode's
     # default is once): a Python worker that does not connect back within Spark's fixed
@@ -83,9 +87,9 @@ SPARK_CONF = {
     # suite's generated code filled (49 of 48 MB at its largest, 20 minutes in): the cache's
     # sweeper had then spent 84 CPU-seconds throwing compiled code out, to compile it again.
     # 256 MB is reserved address space, used only as filled.
-    "spark.driver.extraJavaOptions": (
-        "-XX:+UseParallelGC -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m"
-    ),
+    # Spark's classes mapped from the archive `make install` wrote (`class_archive`), where it
+    # did: a JVM's start loads them from the jars otherwise.
+    "spark.driver.extraJavaOptions": f"{SUITE_JVM} {java_options()}".strip(),
     # A streaming query with nothing new to read looks again after this delay (Spark's
     # default is 10 ms). The runner feeds epochs to several queries in turn, so most of
     # them wait at any moment: polling every 10 ms costs each about 6 percent of a core,

@@ -26,7 +26,7 @@ import typing_extensions
 import zstandard
 
 from tests.conftest import SUITE_ONLY_CONF
-from tests.runners.spark.cluster_job import SHORT_LIVED_JVM
+from tests.runners.spark.cluster_job import SPARK_JVM
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -41,7 +41,7 @@ CONF = {
     "spark.driver.memory": "1g",
     "spark.sql.streaming.pollingDelay": "100ms",  # why: tests/conftest.py's SPARK_CONF
     "spark.sql.codegen.cache.maxEntries": "5000",  # why: the same
-    "spark.driver.extraJavaOptions": SHORT_LIVED_JVM,  # the server lives a module
+    "spark.driver.extraJavaOptions": SPARK_JVM,  # the server lives a module
     **SUITE_ONLY_CONF,  # the checkpoint file manager of the suite's session, for its reason
 }
 

@@ -112,7 +112,7 @@ class Cluster:
             **os.environ,
             "SPARK_HOME": str(SPARK_HOME),
             "SPARK_NO_DAEMONIZE": "1",
-            "SPARK_DAEMON_JAVA_OPTS": cluster_job.SHORT_LIVED_JVM,
+            "SPARK_DAEMON_JAVA_OPTS": cluster_job.SPARK_JVM,
             "SPARK_LAUNCHER_OPTS": cluster_job.SHORT_LIVED_JVM,
         }
         env.pop("PYSPARK_PYTHON", None)

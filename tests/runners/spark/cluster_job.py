@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import sparkbeam as sb
+from tests.class_archive import java_options
 
 T0 = datetime(2026, 4, 1, 10, 0)
 
@@ -29,6 +30,10 @@ process's: each lives a minute or two, on two cores, where the optimizing compil
 parallel collector's threads cost more than they give back. The quick compiler alone sizes the
 compiled-code cache at 48 MB, which the suite's own JVM filled (`tests/conftest.py`'s SPARK_CONF):
 these get room too."""
+
+SPARK_JVM = f"{SHORT_LIVED_JVM} {java_options()}".strip()
+"""`SHORT_LIVED_JVM` with Spark's classes mapped from the suite's archive (`class_archive`): for
+every JVM that runs Spark itself, not spark-class's launcher, whose output is its command."""
 
 
 def at(seconds: float) -> datetime:
@@ -209,8 +214,8 @@ def run_application(master: str, mode: str) -> None:
         "spark.ui.enabled": "false",
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.streaming.pollingDelay": "100ms",  # why: tests/conftest.py's SPARK_CONF
-        "spark.driver.extraJavaOptions": SHORT_LIVED_JVM,
-        "spark.executor.extraJavaOptions": SHORT_LIVED_JVM,
+        "spark.driver.extraJavaOptions": SPARK_JVM,
+        "spark.executor.extraJavaOptions": SPARK_JVM,
     }
     # Replayed sources (TestStream) stage their epoch files where every executor reads
     # them: on this one-machine cluster the driver's disk is that place, named as a URI.

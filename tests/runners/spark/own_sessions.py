@@ -16,7 +16,7 @@ import textwrap
 import pytest
 
 import sparkbeam as sb
-from tests.runners.spark.cluster_job import SHORT_LIVED_JVM
+from tests.runners.spark.cluster_job import SPARK_JVM
 
 PROCESS = pytest.StashKey[subprocess.Popen[str]]()
 """The process, once started, in the config's stash."""
@@ -81,7 +81,7 @@ def start() -> subprocess.Popen[str]:
         "PYTHONPATH": os.pathsep.join(path),
         "PYSPARK_PYTHON": sys.executable,
         # the JVM's options only: the script's sessions are the runner's, with its settings
-        "PYSPARK_SUBMIT_ARGS": f"--driver-java-options '{SHORT_LIVED_JVM}' pyspark-shell",
+        "PYSPARK_SUBMIT_ARGS": f"--driver-java-options '{SPARK_JVM}' pyspark-shell",
     }
     return subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(SCRIPT)],
