@@ -37,6 +37,19 @@ MODES = ("no-ship", "ship")
 """The driver's two applications, in this order: without sparkbeam shipped to the workers (it
 fails at its first job), then with it."""
 
+
+def on_workers_python(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`code` run by the workers' Python in a fresh process, without the suite's `PYTHONPATH`
+    (which may name the repository)."""
+    return subprocess.run(
+        [str(WORKERS_PYTHON), "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={name: value for name, value in os.environ.items() if name != "PYTHONPATH"},
+    )
+
+
 CLUSTER = pytest.StashKey["Cluster"]()
 """The suite's cluster, once started, in the config's stash."""
 

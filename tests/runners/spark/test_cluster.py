@@ -12,7 +12,6 @@ results must be the direct runner's. The cluster is stopped after the module.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import tempfile
 from collections import Counter
@@ -25,7 +24,7 @@ import pytest
 import sparkbeam as sb
 from sparkbeam.runners.spark.session import shipping
 from tests.runners.spark import cluster_job
-from tests.runners.spark.background_cluster import WORKERS_PYTHON, Driver, cluster_of
+from tests.runners.spark.background_cluster import Driver, cluster_of, on_workers_python
 
 pytestmark = pytest.mark.spark
 
@@ -54,13 +53,7 @@ def outcome(driver: Driver, mode: str) -> str:
 
 
 def workers_import(module: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(WORKERS_PYTHON), "-c", f"import pyspark, pandas, pyarrow, numpy; import {module}"],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env={name: value for name, value in os.environ.items() if name != "PYTHONPATH"},
-    )
+    return on_workers_python(f"import pyspark, pandas, pyarrow, numpy; import {module}", cwd)
 
 
 @pytest.mark.parametrize("module", ["sparkbeam", "attrs", "cloudpickle", "hypothesis"])
@@ -88,13 +81,7 @@ def test_the_shipped_zip_brings_what_transform_with_state_needs(tmp_path: Path) 
         "import google.protobuf, sparkbeam\n"
         "print(sparkbeam.__file__, google.protobuf.__file__)\n"
     )
-    done = subprocess.run(
-        [str(WORKERS_PYTHON), "-c", code],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env={name: value for name, value in os.environ.items() if name != "PYTHONPATH"},
-    )
+    done = on_workers_python(code, tmp_path)
     assert done.returncode == 0, done.stderr
     package, protobuf = done.stdout.split()
     assert ".zip" in package

@@ -9,8 +9,6 @@ No SparkSession: each test imports from the zip in a fresh process of the worker
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -20,7 +18,7 @@ import pytest
 
 from sparkbeam.errors import described
 from sparkbeam.runners.spark.session import shipping
-from tests.runners.spark.background_cluster import WORKERS_PYTHON
+from tests.runners.spark.background_cluster import on_workers_python
 
 HELD_ROWS = "sparkbeam.runners.spark.parts.keyed_state"
 """The module of the runner's `transformWithState` processors' base class."""
@@ -36,13 +34,7 @@ def imported_from(archive: str, module: str, cwd: Path) -> dict[str, Any]:
         "names = sorted(m for m in sys.modules if m.startswith('sparkbeam'))\n"
         "print(json.dumps({'file': module.__file__, 'modules': names}))\n"
     )
-    done = subprocess.run(
-        [str(WORKERS_PYTHON), "-c", code],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env={name: value for name, value in os.environ.items() if name != "PYTHONPATH"},
-    )
+    done = on_workers_python(code, cwd)
     assert done.returncode == 0, done.stderr
     found: dict[str, Any] = json.loads(done.stdout)
     return found
@@ -58,10 +50,9 @@ def rewritten(archive: str, target: Path, change: dict[str, Any]) -> str:
     return str(target)
 
 
-def test_the_workers_python_is_the_drivers_version() -> None:
+def test_the_workers_python_is_the_drivers_version(tmp_path: Path) -> None:
     """What the next tests take for granted: the suite's workers run the driver's Python."""
-    code = "import sys; print(sys.version_info[:2])"
-    done = subprocess.run([str(WORKERS_PYTHON), "-c", code], capture_output=True, text=True)
+    done = on_workers_python("import sys; print(sys.version_info[:2])", tmp_path)
     assert done.stdout.strip() == str(sys.version_info[:2])
 
 
@@ -105,7 +96,7 @@ def test_a_source_that_no_longer_matches_its_compiled_code_is_imported_as_it_is(
 
     copy = rewritten(archive, tmp_path / "changed.zip", {name: changed})
     code = f"import sys; sys.path.insert(0, {copy!r}); import {HELD_ROWS} as m; print(m.CHANGED)"
-    done = subprocess.run([str(WORKERS_PYTHON), "-c", code], capture_output=True, text=True)
+    done = on_workers_python(code, tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "True"
 
