@@ -18,9 +18,9 @@ from typing import Any
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
-_SHIPPED = "sparkbeam/"
-"""How the code compiled into the zip the Spark runner ships names its files
-(`shipping.compiled`): `sparkbeam/errors.py`, wherever a worker keeps the zip."""
+SHIPPED_PREFIX = "sparkbeam/"
+"""How the zip the Spark runner ships names sparkbeam's files, and so how its compiled code
+names them (`shipping.compiled`): `sparkbeam/errors.py`, wherever a worker keeps the zip."""
 
 
 class PipelineError(ValueError):
@@ -63,7 +63,7 @@ def described(exc: BaseException) -> str:
     frames = [
         frame
         for frame in traceback.extract_tb(exc.__traceback__)
-        if not frame.filename.startswith(_SHIPPED)
+        if not frame.filename.startswith(SHIPPED_PREFIX)
         and not os.path.abspath(frame.filename).startswith(_PACKAGE)
     ]
     if not frames:

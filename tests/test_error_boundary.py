@@ -125,7 +125,9 @@ def key_of(mode: str, run: functools.partial[BaseException]) -> str:
     return f"{mode} {run.func.__name__} {sorted(run.keywords.items(), key=str)}"
 
 
-def combine_fn_error(runner: Any, tmp: Path, *, streaming: bool, failing: str, emit: str) -> Any:
+def combine_fn_error(
+    runner: Any, tmp: Path, *, streaming: bool, failing: str, emit: str
+) -> BaseException:
     return raised(*combine_fn_pipeline(runner, streaming, failing, emit))
 
 
@@ -193,7 +195,7 @@ def broken_keeps_pipeline(runner: Any, streaming: bool, flat: bool) -> tuple[Any
     return p, moved
 
 
-def broken_keeps_error(runner: Any, tmp: Path, *, streaming: bool, flat: bool) -> Any:
+def broken_keeps_error(runner: Any, tmp: Path, *, streaming: bool, flat: bool) -> BaseException:
     return raised(*broken_keeps_pipeline(runner, streaming, flat))
 
 
@@ -233,7 +235,7 @@ WINDOW_BOUNDS: dict[str, tuple[Any, datetime]] = {
 """A window and a row time whose window (or session) bound lies outside years 1 to 9999."""
 
 
-def window_bound_error(runner: Any, tmp: Path, *, bound: str) -> Any:
+def window_bound_error(runner: Any, tmp: Path, *, bound: str) -> BaseException:
     window, t = WINDOW_BOUNDS[bound]
     p = sb.Pipeline(runner=runner)
     rows = [{"x": 1, "t": datetime(2026, 1, 1)}, {"x": 2, "t": t}]

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import sparkbeam
+from sparkbeam.errors import SHIPPED_PREFIX
 
 _SHIPPED: weakref.WeakSet[Any] = weakref.WeakSet()
 _ZIP: str | None = None
@@ -99,13 +100,14 @@ def package_zip() -> str:
         for path in root.rglob("*")
         if path.is_file() and "__pycache__" not in path.parts and path.suffix in (".py", ".typed")
     )
-    members = [(path, f"sparkbeam/{path.relative_to(root).as_posix()}") for path in files]
+    members = [(path, f"{SHIPPED_PREFIX}{path.relative_to(root).as_posix()}") for path in files]
     own = {name for _, name in members if name.endswith(".py")}
     members += protobuf_sources()
+    contents = [(name, path.read_bytes()) for path, name in members]  # read once
     digest = hashlib.sha256(importlib.util.MAGIC_NUMBER)  # the compiled code's Python
-    for path, name in members:
+    for name, source in contents:
         digest.update(name.encode())
-        digest.update(path.read_bytes())
+        digest.update(source)
     # One file per content and machine, shared by every driver process (written whole, then
     # renamed into place): before, each process left a zip of its own in a directory of its own.
     target = os.path.join(tempfile.gettempdir(), f"sparkbeam-{digest.hexdigest()[:12]}.zip")
@@ -115,8 +117,7 @@ def package_zip() -> str:
             os.fdopen(handle, "wb") as stream,
             zipfile.ZipFile(stream, "w", zipfile.ZIP_DEFLATED) as archive,
         ):
-            for path, name in members:
-                source = path.read_bytes()
+            for name, source in contents:
                 archive.writestr(name, source)
                 if name in own:
                     archive.writestr(f"{name}c", compiled(source, name))
