@@ -87,6 +87,12 @@ if [ ! -x "$WORKERS/bin/python" ] || [ "$(cat "$workers_stamp" 2>/dev/null)" != 
   echo "$workers_needs" > "$workers_stamp"
 fi
 
+# pyspark's code compiled inside the zips Spark puts on its Python processes' path (pip's
+# PySpark ships them without: each process Spark starts compiled what it imports; see
+# tests/compiled_pyspark.py). Checks the zips each time (well under a second); compiles them
+# once, and again after pyspark is installed anew.
+"$VENV/bin/python" -m tests.compiled_pyspark
+
 # Spark's classes as a class-data-sharing archive for the suite's JVMs (tests/class_archive.py:
 # a JVM's start maps them instead of loading them from the jars). Written once; anew when
 # pyspark or Java changes. A JVM that finds it stale loads the jars as before.
