@@ -27,8 +27,6 @@ from pathlib import Path
 
 from sparkbeam.runners.spark.session.shipping import compiled
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 def spark_zips() -> list[Path]:
     """The zips Spark puts on its Python processes' path, from the pyspark this Python runs."""
