@@ -13,7 +13,7 @@ from tests.compiled_pyspark import compile_zip, is_compiled, spark_zips
 
 STARTED = """
 import pyspark.sql.streaming.transform_with_state_driver_worker
-import pyspark.worker, py4j, sys
+import pyspark.worker, py4j
 print(pyspark.worker.__file__)
 print(py4j.__file__)
 try:
@@ -47,7 +47,8 @@ def test_compiling_adds_code_beside_each_module_and_changes_nothing_else(
         plain.writestr("lib/tests/test_twice.py", "assert True\n")
         plain.writestr("lib/data.json", "{}")
     path.chmod(0o644)
-    before = {name: zipfile.ZipFile(path).read(name) for name in zipfile.ZipFile(path).namelist()}
+    with zipfile.ZipFile(path) as plain:
+        before = {name: plain.read(name) for name in plain.namelist()}
 
     assert not is_compiled(path)
     assert compile_zip(path) == 2
