@@ -93,11 +93,27 @@ fi
 # once, and again after pyspark is installed anew.
 "$VENV/bin/python" -m tests.compiled_pyspark
 
+# Hadoop's local file system for the suite's JVMs, setting permissions without starting a
+# chmod process per file (tests/local_filesystem.py), compiled into a jar in .venv: needs a
+# Java compiler, installed here where apt can; without one the suite runs on Hadoop's own.
+# Compiled once; anew when its source or pyspark changes.
+if ! command -v javac >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+  echo "bootstrap: installing a Java 17 compiler (for the tests' local file system)"
+  if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  { $SUDO apt-get update -qq \
+    && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq openjdk-17-jdk-headless \
+    >/dev/null; } || echo "bootstrap: no Java compiler installed; the tests run without it"
+fi
+"$VENV/bin/python" -m tests.local_filesystem
+
 # Spark's classes as a class-data-sharing archive for the suite's JVMs (tests/class_archive.py:
 # a JVM's start maps them instead of loading them from the jars). Written once; anew when
-# pyspark or Java changes. A JVM that finds it stale loads the jars as before.
+# pyspark, Java or the suite's class path changes (the local file system's jar: the JVM
+# checks each jar's time and size). A JVM that finds it stale loads the jars as before.
 archive_needs="pyspark==$("$VENV/bin/python" -c 'from importlib.metadata import version
-print(version("pyspark"))') $(java -version 2>&1 | head -1)"
+print(version("pyspark"))') $(java -version 2>&1 | head -1) \
+local-fs=$("$VENV/bin/python" -c 'from tests.local_filesystem import JAR
+print(f"{JAR.stat().st_mtime_ns} {JAR.stat().st_size}" if JAR.is_file() else "none")')"
 archive_stamp="$VENV/.spark-classes"
 if [ ! -f "$VENV/spark-classes.jsa" ] || [ "$(cat "$archive_stamp" 2>/dev/null)" != "$archive_needs" ]; then
   echo "bootstrap: writing Spark's class archive for the tests' JVMs (about a minute)"
