@@ -110,10 +110,11 @@ fi
 # a JVM's start maps them instead of loading them from the jars). Written once; anew when
 # pyspark, Java or the suite's class path changes (the local file system's jar: the JVM
 # checks each jar's time and size). A JVM that finds it stale loads the jars as before.
-archive_needs="pyspark==$("$VENV/bin/python" -c 'from importlib.metadata import version
-print(version("pyspark"))') $(java -version 2>&1 | head -1) \
-local-fs=$("$VENV/bin/python" -c 'from tests.local_filesystem import JAR
-print(f"{JAR.stat().st_mtime_ns} {JAR.stat().st_size}" if JAR.is_file() else "none")')"
+archive_needs="$("$VENV/bin/python" -c 'from importlib.metadata import version
+from tests.local_filesystem import JAR
+jar = f"{JAR.stat().st_mtime_ns} {JAR.stat().st_size}" if JAR.is_file() else "none"
+pyspark = version("pyspark")
+print(f"pyspark=={pyspark} local-fs={jar}")') $(java -version 2>&1 | head -1)"
 archive_stamp="$VENV/.spark-classes"
 if [ ! -f "$VENV/spark-classes.jsa" ] || [ "$(cat "$archive_stamp" 2>/dev/null)" != "$archive_needs" ]; then
   echo "bootstrap: writing Spark's class archive for the tests' JVMs (about a minute)"

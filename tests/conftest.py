@@ -117,7 +117,7 @@ SUITE_ONLY_CONF = {
     ),
     # Hadoop's local file system setting permissions in the JVM rather than by a `chmod`
     # process per file it writes (`tests/local_filesystem.py`): over the streaming agreement
-    # and update tests, 12 percent less CPU and 10 percent less wall time.
+    # and update tests, 12 percent less CPU and 11 percent less wall time.
     **local_filesystem.spark_conf(),
 }
 

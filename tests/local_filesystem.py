@@ -72,14 +72,12 @@ def compile_jar() -> None:
         done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode != 0:
             raise SystemExit(f"local file system: javac failed:\n{done.stderr}")
-        partial = Path(scratch) / "local-fs.jar"
+        partial = JAR.with_suffix(".jar.partial")
         with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as jar:
             for path in sorted(classes.rglob("*.class")):
                 jar.write(path, path.relative_to(classes).as_posix())
             jar.writestr(STAMP, needs())
-        JAR.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(partial, f"{JAR}.partial")
-        os.replace(f"{JAR}.partial", JAR)
+        os.replace(partial, JAR)
     print(f"local file system: {JAR.relative_to(ROOT)}")
 
 
