@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import operator
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -242,6 +244,46 @@ def test_a_reader_that_drops_late_rows_writes_no_watermark_column(tmp_path: Path
     want = [["first"], ["at", "above"], ["later", "no t"], [], ["nostats"], [], [], ["end"]]
     assert names == want
     assert read[1][0].column("wm_n").to_pylist() == [8_000, 8_000]  # the other mark's column
+
+
+IN_A_NEW_PROCESS = """
+import json, sys
+from pyspark.sql import types as T
+from pyspark.sql.streaming.datasource import ReadAllAvailable
+from sparkbeam.runners.spark.translate.footers import FootersReader, batch_counts
+schema, options = json.loads(sys.argv[1])
+reader = FootersReader(T.StructType.fromJson(schema), options)
+start = reader.initialOffset()
+end = reader.latestOffset(start, ReadAllAvailable())
+read = [b.num_rows for part in reader.partitions(start, end) for b in reader.read(part)]
+print(json.dumps([sum(read), batch_counts(start, end), "pandas" in sys.modules]))
+"""
+
+
+def test_the_reader_never_makes_its_process_import_pandas(tmp_path: Path) -> None:
+    """pyarrow imports pandas the first time it turns a Python value into an Arrow one: half a
+    second in each Python process Spark starts for a query's source, paid on the first batch
+    with late rows. The reader's work on the driver (late rows counted from a column) and on
+    the executors (watermarks written, late rows dropped) makes none."""
+    write_files(tmp_path)
+    drops = Mark("wm_t", "t", True, 2_000_000, True, drops=True)
+    fields = [T.StructField(name, kind) for name, kind in zip("kvnt", KINDS, strict=True)]
+    schema = T.StructType([*fields, T.StructField("wm_n", T.LongType())])
+    options = options_of(str(tmp_path), [drops, MARKS[1]], "ReadFiles(in)", COUNTS)
+    source = FootersReader(schema, options)
+    start = source.initialOffset()
+    end = source.latestOffset(start, ReadAllAvailable())
+    rows = sum(b.num_rows for part in source.partitions(start, end) for b in source.read(part))
+    counts = batch_counts(start, end)
+    assert counts["t.rows"] > counts["t.kept"] and counts["n.rows"] > counts["n.kept"]
+    code = IN_A_NEW_PROCESS
+    done = subprocess.run(
+        [sys.executable, "-c", code, json.dumps([schema.jsonValue(), options])],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(done.stdout) == [rows, counts, False]
 
 
 @given(

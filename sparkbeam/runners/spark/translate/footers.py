@@ -46,6 +46,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import cast
@@ -373,7 +374,15 @@ def late_rows(path: str, column: str, is_datetime: bool, watermark: int) -> int:
 
 
 def _late(values: pa.Array | pa.ChunkedArray, watermark: int) -> int:
-    return int(pc.sum(pc.less(values, watermark)).as_py() or 0)
+    return int(pc.sum(pc.less(values, arrow_int64(watermark))).as_py() or 0)
+
+
+def arrow_int64(value: int) -> pa.Int64Scalar:
+    """`value` as an Arrow scalar, made from its bytes: the first time pyarrow turns a Python
+    value into an Arrow one (`pa.scalar`, a Python operand of `pyarrow.compute`) it imports
+    pandas, about half a second in each new Python process Spark starts for a query."""
+    data = pa.py_buffer(value.to_bytes(8, sys.byteorder, signed=True))
+    return cast(pa.Int64Scalar, pa.Array.from_buffers(pa.int64(), 1, [None, data])[0])
 
 
 Latest = dict[str, int | None]
@@ -562,14 +571,18 @@ class FootersReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 for i, name in enumerate(names)
             ]
             rows = batch.num_rows
-            for mark, watermark in written:
-                kind = target.field(mark.column).type  # one value: 0.15 ms, a list 3.4 ms
-                columns.append(pa.repeat(pa.scalar(watermark, kind), rows))
+            for _, watermark in written:
+                columns.append(  # one value repeated: 0.15 ms, a list 3.4 ms
+                    pa.nulls(rows, pa.int64())
+                    if watermark is None
+                    else pa.repeat(arrow_int64(watermark), rows)
+                )
             made = pa.RecordBatch.from_arrays(columns, schema=target)
             for mark, watermark in dropping:
                 if watermark is not None:  # rows with no time pass, as the filter's do
                     times = _as_units(made.column(names.index(mark.time)), mark.is_datetime)
-                    kept = pc.or_kleene(pc.is_null(times), pc.greater_equal(times, watermark))
+                    kept = pc.greater_equal(times, arrow_int64(watermark))
+                    kept = pc.or_kleene(pc.is_null(times), kept)
                     made = made.filter(kept)
             if made.num_rows:
                 yield made
