@@ -22,6 +22,7 @@ from sparkbeam.runners.spark.plan.late_filters import Role
 from sparkbeam.runners.spark.plan.phases import STREAMING_TRANSLATED, refuse_untranslated
 from sparkbeam.runners.spark.plan.settings import CHANGELOG, MAX_POLICY, STATE_STORE
 from sparkbeam.runners.spark.plan.streaming_query import query_plan
+from sparkbeam.runners.spark.session.call_sites import without_call_sites
 from sparkbeam.runners.spark.session.paths import paths_of
 from sparkbeam.runners.spark.translate.context import (
     StreamingContext,
@@ -82,7 +83,8 @@ class StreamingTranslation(StreamingContext):
         `WithWatermark`'s output (`n_<id>`) is what its late-row filter passed (`out_<id>`),
         counted once."""
         self.paths = paths_of(spark)
-        self.feed = open_feed(spark, directory, self.plan, self.paths)
+        with without_call_sites():
+            self.feed = open_feed(spark, directory, self.plan, self.paths)
         self.sources = self._channels("source")
         """The replayed sources' channels, by node id: what `Stage.feed` writes each epoch."""
         self.sentinels = self._channels("sentinel")
@@ -118,44 +120,48 @@ class StreamingTranslation(StreamingContext):
         query with a `transformWithState` starts with `STATE_STORE` (as each
         translator declares it builds one: `streaming(kind, state_store=...)`)."""
         self.seal()
-        for node in self.nodes:
-            if node.id not in self.selected:
-                continue
-            refuse_untranslated([node], STREAMING_TRANSLATED, "unbounded")  # the plan's
-            translate = STREAMING_TRANSLATORS[type(node.transform)]
-            if node.id in self.staged:
-                translate = restamp
-            inputs = [self._frames[i] for i in node.inputs if i in self._frames]
-            origins = frozenset().union(*(self._origins.get(i, frozenset()) for i in node.inputs))
-            self._origins[node.id] = origins | ({node.id} if node.rule.own else frozenset())
-            with translating(node):
-                made = returned(node, translate(self, node, inputs))
-            if needs_state_store(self, node):
-                self._keyed_state.add(node.id)
-            if made.counts_as is not None:
-                self._counted_as[Observation("n", node.id)] = made.counts_as
-            if made.policy is not None:
-                self._merge_policy(node, made.policy)
-            self._made[node.id] = made
-            frame = made.frame
-            counts_from_input = COUNTS_FROM_INPUT.get(type(node.transform))
-            if counts_from_input is not None and node.inputs[0] not in self.staged:
-                derive = counts_from_input(node, self.nodes[node.inputs[0]])
-                if derive is not None:
-                    self._derived[node.id] = derive
-            if node.id not in self.staged | self.counted_inside | set(self.derived):
-                frame = observed(node, frame)  # else counted elsewhere
-            if node.id in self.marked_sources:  # for its other readers, without the marks
-                self._marked[node.id] = frame
-                frame = frame.select(*node.info.schema.names)
-            self._frames[node.id] = frame
-            meets = len(node.inputs) > 1 and len(self._origins[node.id]) > 1
-            self._judges[node.id] = MappingProxyType(
-                derive_judges(node, [self._judges.get(i, {}) for i in node.inputs], meets)
-            )
+        with without_call_sites():
+            for node in self.nodes:
+                if node.id not in self.selected:
+                    continue
+                self._translate(node)
         if self._keyed_state:
             self._settings[STATE_STORE[0]] = STATE_STORE[1]
             self._settings[CHANGELOG[0]] = CHANGELOG[1]
+
+    def _translate(self, node: Node) -> None:
+        refuse_untranslated([node], STREAMING_TRANSLATED, "unbounded")  # the plan's
+        translate = STREAMING_TRANSLATORS[type(node.transform)]
+        if node.id in self.staged:
+            translate = restamp
+        inputs = [self._frames[i] for i in node.inputs if i in self._frames]
+        origins = frozenset().union(*(self._origins.get(i, frozenset()) for i in node.inputs))
+        self._origins[node.id] = origins | ({node.id} if node.rule.own else frozenset())
+        with translating(node):
+            made = returned(node, translate(self, node, inputs))
+        if needs_state_store(self, node):
+            self._keyed_state.add(node.id)
+        if made.counts_as is not None:
+            self._counted_as[Observation("n", node.id)] = made.counts_as
+        if made.policy is not None:
+            self._merge_policy(node, made.policy)
+        self._made[node.id] = made
+        frame = made.frame
+        counts_from_input = COUNTS_FROM_INPUT.get(type(node.transform))
+        if counts_from_input is not None and node.inputs[0] not in self.staged:
+            derive = counts_from_input(node, self.nodes[node.inputs[0]])
+            if derive is not None:
+                self._derived[node.id] = derive
+        if node.id not in self.staged | self.counted_inside | set(self.derived):
+            frame = observed(node, frame)  # else counted elsewhere
+        if node.id in self.marked_sources:  # for its other readers, without the marks
+            self._marked[node.id] = frame
+            frame = frame.select(*node.info.schema.names)
+        self._frames[node.id] = frame
+        meets = len(node.inputs) > 1 and len(self._origins[node.id]) > 1
+        self._judges[node.id] = MappingProxyType(
+            derive_judges(node, [self._judges.get(i, {}) for i in node.inputs], meets)
+        )
 
     def _merge_policy(self, node: Node, policy: str) -> None:
         """Note that watermarks of several `WithWatermark`s meet at `node` under `policy`:

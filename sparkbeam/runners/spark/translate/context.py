@@ -54,6 +54,7 @@ from sparkbeam.runners.spark.plan.phases import (
     refuse_untranslated,
 )
 from sparkbeam.runners.spark.plan.streaming_query import QueryPlan
+from sparkbeam.runners.spark.session.call_sites import without_call_sites
 from sparkbeam.runners.spark.session.engine_errors import spark_errors
 from sparkbeam.runners.spark.translate.observed import Derive
 from sparkbeam.runners.spark.translate.views import ReadOnlyMapping, ReadOnlySet, Sealed
@@ -146,19 +147,23 @@ class Translation(Sealed):
         """Translate the nodes in graph order; each translator reads the translation and
         returns what it made, which is recorded here."""
         self.seal()
-        for node in self.nodes:
-            refuse_untranslated([node], TRANSLATED, "bounded")  # the plan's
-            translate = TRANSLATORS[type(node.transform)]
-            require_spark_types(node.info.schema, node.label, node.transform)
-            inputs = [self._frames[i] for i in node.inputs]
-            with translating(node):
-                made = returned(node, translate(self, node, inputs))
-            self._made[node.id] = made
-            self._frames[node.id] = made.frame
-            if made.invalid is not None:
-                self._invalid[node.id] = made.invalid
-            if made.written:
-                self._writes.append((node, made.frame))
+        with without_call_sites():
+            for node in self.nodes:
+                self._run(node)
+
+    def _run(self, node: Node) -> None:
+        refuse_untranslated([node], TRANSLATED, "bounded")  # the plan's
+        translate = TRANSLATORS[type(node.transform)]
+        require_spark_types(node.info.schema, node.label, node.transform)
+        inputs = [self._frames[i] for i in node.inputs]
+        with translating(node):
+            made = returned(node, translate(self, node, inputs))
+        self._made[node.id] = made
+        self._frames[node.id] = made.frame
+        if made.invalid is not None:
+            self._invalid[node.id] = made.invalid
+        if made.written:
+            self._writes.append((node, made.frame))
 
 
 @contextlib.contextmanager
