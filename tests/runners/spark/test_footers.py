@@ -214,6 +214,34 @@ def test_the_reader_counts_each_batch_as_the_direct_runner_counts(tmp_path: Path
             assert totals[f"{name}.latest"] == totals[f"{name}.kept_latest"] == latest
 
 
+def test_late_rows_are_counted_ahead_while_a_batch_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The late rows of the files the next batch takes are counted in a thread while a batch
+    runs: the offsets are those of a reader that counts each file when its batch is asked for,
+    and no file's column is read then."""
+    write_files(tmp_path)
+    for per_batch in (1, 3):
+        now = reader(tmp_path, per_batch, COUNTS)
+        monkeypatch.setattr(now, "_count_ahead", lambda last, latest: None)
+        ahead = reader(tmp_path, per_batch, COUNTS)
+        start, read_ahead = ahead.initialOffset(), 0
+        while True:
+            want = now.latestOffset(start, ReadMaxFiles(per_batch))
+            if ahead._ahead is not None:
+                read_ahead += len(ahead._ahead.result())
+                with monkeypatch.context() as patched:
+                    patched.setattr(footers, "late_rows", None)  # not called: counted ahead
+                    got = ahead.latestOffset(start, ReadMaxFiles(per_batch))
+            else:
+                got = ahead.latestOffset(start, ReadMaxFiles(per_batch))
+            assert got == want
+            if got == start:
+                break
+            start = got
+        assert read_ahead >= 3  # f1-edges, f3-earlier, f4-no-stats, f5-int96 hold late rows
+
+
 def test_rows_come_with_their_files_watermark_in_sparks_arrow_types(tmp_path: Path) -> None:
     write_files(tmp_path)
     source = reader(tmp_path, per_batch=10)

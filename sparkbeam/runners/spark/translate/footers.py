@@ -48,6 +48,7 @@ import json
 import os
 import sys
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import cast
 
@@ -388,6 +389,9 @@ def arrow_int64(value: int) -> pa.Int64Scalar:
 Latest = dict[str, int | None]
 """The largest time of each event time column (None: none yet)."""
 
+LateKey = tuple[str, str, int]
+"""A file's name, one of its time columns and a watermark: its late rows by them."""
+
 
 class FootersReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Offsets `{"last": the last file read or None, "latest": the largest time of each event
@@ -415,6 +419,12 @@ class FootersReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """The names listed last time: a new name before the last read is refused."""
         self.until: str | None = None
         """With `Trigger.AvailableNow`: the last file there when the query started."""
+        self._pool: ThreadPoolExecutor | None = None
+        self._ahead: Future[dict[LateKey, int]] | None = None
+        """The late rows of the files after the last batch's, counted while it runs."""
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_pool": None, "_ahead": None}  # the planner's own
 
     def initialOffset(self) -> dict:
         return {"last": None, "latest": {time: None for time in self.times}, "files": []}
@@ -465,7 +475,50 @@ class FootersReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         offset = {"last": names[-1], "latest": latest, "files": names}
         if self.counts is not None:
             offset["counts"] = counts
+            self._count_ahead(names[-1], latest)
         return offset
+
+    def _count_ahead(self, last: str, latest: Latest) -> None:
+        """Count, in a thread of the source's process while the batch ending at `last` runs,
+        the late rows of the files the next batch will likely take (`_late_rows` then finds
+        them): a file's time column read on the driver is otherwise a pause between batches
+        (about 15 ms for a million rows of one row group)."""
+        following = [name for name in (self.known or ()) if name > last]
+        if self.until is not None:
+            following = [name for name in following if name <= self.until]
+        following = sorted(following)[: self.files_per_batch]
+        if not following:
+            return
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="sparkbeam-footers")
+        self._ahead = self._pool.submit(self._late_ahead, following, latest)
+
+    def _late_ahead(self, names: list[str], latest: Latest) -> dict[LateKey, int]:
+        late = {}
+        for name in names:
+            summaries = self._summaries(name)
+            for mark in self.marks:
+                of, watermark = summaries[mark.time], mark.watermark(latest[mark.time])
+                if watermark is not None and of.smallest is not None and of.smallest < watermark:
+                    path = os.path.join(self.directory, name)
+                    late[(name, mark.time, watermark)] = late_rows(
+                        path, mark.time, mark.is_datetime, watermark
+                    )
+            latest = _after(latest, summaries)
+        return late
+
+    def _late_rows(self, name: str, mark: Mark, watermark: int) -> int:
+        """The rows of the file `name` below `watermark` by `mark`'s time: counted ahead
+        (`_count_ahead`), or now."""
+        if self._ahead is not None:
+            try:
+                counted = self._ahead.result().get((name, mark.time, watermark))
+            except Exception:  # counted now instead, which raises what it raises
+                counted = None
+            if counted is not None:
+                return counted
+        path = os.path.join(self.directory, name)
+        return late_rows(path, mark.time, mark.is_datetime, watermark)
 
     def _count(
         self,
@@ -478,7 +531,6 @@ class FootersReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         watermark of the files before it (`latest`): from its footer, and its time column
         read only where the footer's smallest time lies below the watermark."""
         assert self.counts is not None
-        path = os.path.join(self.directory, name)
         rows = next(iter(summaries.values())).rows  # the file's, in every summary
         counts[self.counts.rows] = (counts.get(self.counts.rows) or 0) + rows
         for mark, keys in zip(self.marks, self.counts.marks, strict=True):
@@ -486,7 +538,7 @@ class FootersReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             watermark = mark.watermark(latest[mark.time])
             late = 0
             if watermark is not None and of.smallest is not None and of.smallest < watermark:
-                late = late_rows(path, mark.time, mark.is_datetime, watermark)
+                late = self._late_rows(name, mark, watermark)
             valid = of.rows - of.nulls
             for key, value in (
                 (keys.rows, valid),
