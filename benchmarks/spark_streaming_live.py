@@ -18,6 +18,10 @@ variant runs to the end of the backlog (`processAllAvailable()`):
   (the state keys: row id and judge only): the candidates of issue 16.
 - `+ transformWithState filter`: a pass-through processor comparing each
   judge with the current watermark: the runner's filter for longer chains.
+- `hand-written over the footer reader`: the hand-written query reading the
+  files through sparkbeam's footer reader (late rows dropped as it reads,
+  each file cut as the runner cuts it) instead of Spark's parquet reader:
+  what Spark's Python streaming source costs apart from the runner's query.
 - `sparkbeam`: `ReadFiles(streaming=True)` -> ... -> `ForEachBatch` through
   the Spark runner: its reader judges each file by the footers of the files
   before it (no state).
@@ -65,6 +69,7 @@ from datetime import datetime
 from typing import Any
 
 from checks import Sums
+from pyspark import cloudpickle
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from spark_streaming import (
@@ -101,6 +106,30 @@ def marked(frame: DataFrame) -> DataFrame:
         F.col("event_time").alias("event_time", metadata={}),
         judge.alias("judge", metadata={"spark.watermarkDelayMs": 5000}),
     )
+
+
+FOOTER_SOURCE: list[str] = []
+"""The footer source's name once the session has it registered."""
+
+
+def footer_reader(spark: SparkSession, directory: str) -> DataFrame:
+    """The files of `directory` as the runner's footer reader gives them to a query whose
+    `WithWatermark` (5 s) reads no late rows: each file's late rows dropped as it is read, a
+    big file cut into row ranges (`footers.PART_ROWS`), no counts."""
+    if not FOOTER_SOURCE:
+        cloudpickle.register_pickle_by_value(footers)
+        spark.dataSource.register(footers.ParquetFootersSource)
+        FOOTER_SOURCE.append(footers.SOURCE_NAME)
+    mark = footers.Mark("watermark", "event_time", True, 5_000_000, True, drops=True)
+    parallelism = spark.sparkContext.defaultParallelism
+    options = footers.options_of(directory, [mark], "ReadFiles", None, parallelism)
+    return spark.readStream.format(footers.SOURCE_NAME).schema(SCHEMA).options(**options).load()
+
+
+def over_footer_reader(spark: SparkSession, directory: str) -> DataFrame:
+    """`hand_written`'s query reading through `footer_reader`."""
+    frame = footer_reader(spark, directory).withWatermark("event_time", "5 seconds")
+    return frame.groupBy("key", F.window("event_time", "60 seconds")).agg(F.sum("amount"))
 
 
 def dedup_filter(frame: DataFrame) -> DataFrame:
@@ -313,6 +342,13 @@ def main() -> None:
         ),
         "+ dedup filter on row id and judge only": backlog(narrow_dedup_filter, one),
         "+ transformWithState filter": backlog(tws_filter, TWS),
+        "hand-written over the footer reader": lambda: run_backlog(
+            spark,
+            lambda d: over_footer_reader(spark, d),
+            data,
+            {},
+            "hand-written over the footer reader",
+        ),
         "sparkbeam": lambda: run_sparkbeam(spark, single, answer, "sparkbeam"),
         "sparkbeam, whole files, watermark column": lambda: run_sparkbeam(
             spark, single, answer, "sparkbeam, whole files, watermark column", before=True
