@@ -20,6 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pyspark.sql import types as T
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxFiles
+from pyspark.sql.streaming.listener import StreamingQueryProgress
 
 import sparkbeam as sb
 from sparkbeam.runners.spark.execute import live_progress
@@ -438,6 +439,8 @@ suite's two cores)."""
 
 PART_ROWS = footers.PART_ROWS
 
+CONVERT = StreamingQueryProgress.fromJObject
+
 
 @pytest.fixture(scope="module")
 def runs(spark: Any, tmp_path_factory: Any, lake_directory: Path) -> dict[str, Any]:
@@ -461,6 +464,12 @@ def runs(spark: Any, tmp_path_factory: Any, lake_directory: Path) -> dict[str, A
     invalid: dict[int, dict[str, int]] = {}
     counted: dict[int, dict[str, tuple[int, int, int, int]]] = {}
     listening: dict[int, bool] = {}
+    conversions: list[Any] = []
+
+    def converted(jprogress: Any) -> Any:
+        conversions.append(jprogress)  # pyspark's listener turning a report into objects
+        return CONVERT(jprogress)
+
     strategies: dict[int, set[tuple[Strategy, bool]]] = {}
     options: dict[int, list[dict[str, str]]] = {}
     for per_batch, names in PER_BATCH.items():
@@ -489,9 +498,11 @@ def runs(spark: Any, tmp_path_factory: Any, lake_directory: Path) -> dict[str, A
             footers.FILES_PER_BATCH, footers.PART_ROWS = 1, PART_ROWS
             spark.conf.unset(RETENTION)
         try:
-            running.process_all_available()
-            # Spark posts the reports on its listener bus: let it hand over the last ones
-            spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(StreamingQueryProgress, "fromJObject", converted)
+                running.process_all_available()
+                # Spark posts the reports on its listener bus: let it hand over the last ones
+                spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
         finally:
             running.stop()
         listening[per_batch] = id(spark) in live_progress._LISTENERS
@@ -517,6 +528,7 @@ def runs(spark: Any, tmp_path_factory: Any, lake_directory: Path) -> dict[str, A
         "want counted": counts_of(result.metrics(), p),
         "strategies": strategies,
         "options": options,
+        "conversions": conversions,
     }
 
 
@@ -548,6 +560,8 @@ def test_footers_agree_with_the_direct_runner(runs: dict[str, Any], per_batch: i
     if per_batch == 1:
         assert runs["counted"][1] == runs["want counted"]
     assert not runs["listening"][per_batch]  # the session's listener went with its queries
+    # each report read as its JSON, none turned into objects through the JVM by pyspark
+    assert runs["conversions"] == []
     # the reader drops the late rows where no output of the query reads them ("t" alone)
     in_reader = {True, False} if per_batch == 1 else {True}
     assert runs["strategies"][per_batch] == {(Strategy.FOOTERS, drops) for drops in in_reader}
