@@ -29,7 +29,8 @@ watermarks, from the offset log.
 The reader also counts what the `WithWatermark`s' observations would (`Counts`:
 rows, rows with no time, late rows, largest times), as it plans each batch on
 the driver: from the footers, reading the time column only of the row groups
-its watermark falls inside (`late_rows`). The counts travel in the batch's end
+its watermark falls inside (`late_rows`; for the next batch's files, while a
+batch runs: `FootersReader._count_ahead`). The counts travel in the batch's end
 offset, which the offset log keeps (a replayed batch counts the same), and the
 runner reads them from the query's progress (`batch_counts`): no aggregate
 over every row in the query.
