@@ -110,9 +110,16 @@ class Reports:
         pass
 
     def onQueryProgress(self, event: Any) -> None:
-        report = json.loads(event.progress().json())
-        if report.get("id") in self.listener.followed:
-            self.listener.report(StreamingQueryProgress.fromJson(report))
+        try:
+            report = json.loads(event.progress().json())
+            progress = None
+            if report.get("id") in self.listener.followed:
+                progress = StreamingQueryProgress.fromJson(report)
+        except Exception:  # as `LiveProgress.report`: the recent reports still count
+            LOGGER.warning("could not read a progress report", exc_info=True)
+            return
+        if progress is not None:
+            self.listener.report(progress)
 
     def onQueryIdle(self, event: Any) -> None:
         pass

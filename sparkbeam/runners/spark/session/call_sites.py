@@ -11,8 +11,9 @@ the user's: its errors name the transform instead (`engine_errors`).
 pyspark reads that setting once per process and keeps it (`errors.utils.
 _enable_debugging_cache`). While the runner translates, `without_call_sites` sets what it keeps
 to off and then puts back what was there; the user's own code (a `ForEachBatch` function, the
-rest of their program) records call sites as their session says. A pyspark without that name
-keeps its own behaviour (the runner is then only slower to build).
+rest of their program) records call sites as their session says, but for code of theirs that
+runs in another thread at the moment the runner translates (the setting is the process's). A
+pyspark without that name keeps its own behaviour (the runner is then only slower to build).
 """
 
 from __future__ import annotations
