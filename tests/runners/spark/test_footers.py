@@ -441,6 +441,9 @@ PART_ROWS = footers.PART_ROWS
 
 CONVERT = StreamingQueryProgress.fromJObject
 
+PYTHON_STREAM = "org.apache.spark.sql.execution.datasources.v2.python.PythonMicroBatchStream"
+"""How a query's progress describes a Python streaming source."""
+
 
 @pytest.fixture(scope="module")
 def runs(spark: Any, tmp_path_factory: Any, lake_directory: Path) -> dict[str, Any]:
@@ -464,6 +467,7 @@ def runs(spark: Any, tmp_path_factory: Any, lake_directory: Path) -> dict[str, A
     invalid: dict[int, dict[str, int]] = {}
     counted: dict[int, dict[str, tuple[int, int, int, int]]] = {}
     listening: dict[int, bool] = {}
+    read: dict[int, list[list[str]]] = {}
     conversions: list[Any] = []
 
     def converted(jprogress: Any) -> Any:
@@ -503,6 +507,10 @@ def runs(spark: Any, tmp_path_factory: Any, lake_directory: Path) -> dict[str, A
                 running.process_all_available()
                 # Spark posts the reports on its listener bus: let it hand over the last ones
                 spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
+            read[per_batch] = [
+                [source["description"] for source in query.lastProgress["sources"]]
+                for query in running.queries
+            ]
         finally:
             running.stop()
         listening[per_batch] = id(spark) in live_progress._LISTENERS
@@ -529,6 +537,7 @@ def runs(spark: Any, tmp_path_factory: Any, lake_directory: Path) -> dict[str, A
         "strategies": strategies,
         "options": options,
         "conversions": conversions,
+        "read": read,
     }
 
 
@@ -560,6 +569,11 @@ def test_footers_agree_with_the_direct_runner(runs: dict[str, Any], per_batch: i
     if per_batch == 1:
         assert runs["counted"][1] == runs["want counted"]
     assert not runs["listening"][per_batch]  # the session's listener went with its queries
+    # each query reads its footer source (Spark's Python stream) and nothing else: no input
+    # of the runner's
+    read = runs["read"][per_batch]
+    assert len(read) == len(PER_BATCH[per_batch])
+    assert all(len(sources) == 1 and PYTHON_STREAM in sources[0] for sources in read), read
     # each report read as its JSON, none turned into objects through the JVM by pyspark
     assert runs["conversions"] == []
     # the reader drops the late rows where no output of the query reads them ("t" alone)

@@ -238,6 +238,8 @@ def live_union_and_joins_by_their_readers(spark: Any, tmp_path: Any) -> None:
     assert len(chain.result.queries) == 3  # one per sink
     add_epoch(base, 2)  # while the queries run (under policy="min" no matter when)
     chain.settle()
+    # each sink's query reads the two sources' readers, nothing else (no feed of the runner's)
+    assert [len(q.lastProgress["sources"]) for q in chain.result.queries] == [2, 2, 2]
     late = [chain.result.late_count(w) for w in chain.built[1]]
     assert late == [2, 0]
     assert_direct_rows(merges, base, out, chain.result, chain.built)
@@ -276,6 +278,9 @@ def live_union_and_joins_through_stages(spark: Any, tmp_path: Any) -> None:
     assert len(chain.result.queries) == 5  # a stage per source, shared by the three sinks
     add_epoch(base, 2)  # while the queries run (under policy="min" no matter when)
     chain.settle()
+    # a stage reads its source, a sink's query the two stages' rows: no feed of the runner's
+    read = sorted(len(q.lastProgress["sources"]) for q in chain.result.queries)
+    assert read == [1, 1, 2, 2, 2]
     late = [chain.result.late_count(w) for w in chain.built[1]]
     assert late == [2, 0]  # on the readings' side only
     assert_direct_rows(staged, base, out, chain.result, chain.built)

@@ -110,6 +110,8 @@ class EpochFeed:
         self.arrow = arrow_schema(self.schema)
 
     def open(self, spark: SparkSession) -> None:
+        if not self.channels:  # a query over live sources only: Spark reads all it reads
+            return
         reader = spark.readStream.schema(spark_schema(self.schema, "input"))
         stream = reader.option("maxFilesPerTrigger", 1).parquet(self.directory)
         for channel in self.channels.values():

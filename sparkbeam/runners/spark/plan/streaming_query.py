@@ -108,6 +108,9 @@ def query_plan(
     counts_source: dict[int, int] = {}
     for node_id, (source_id, _) in sorted(epoch_marks.items(), reverse=True):
         counts_source[source_id] = node_id
+    # Only a query the runner feeds (replayed sources, stages' rows it passes on) ever gets
+    # an end of input or an idle input's marker rows: one over live sources only has no feed.
+    fed_by_runner = bool(replayed) or any(i not in staged_paths for i in staged_ids & chosen)
     channels: list[FeedChannel] = []
     for node in nodes:
         if node.id not in chosen:
@@ -117,7 +120,7 @@ def query_plan(
             fed.append("staged")
         if is_replayed(node, live):
             fed.append("source")
-        if isinstance(node.transform, WithWatermark):
+        if isinstance(node.transform, WithWatermark) and fed_by_runner:
             fed.append("sentinel")
         channels += [
             FeedChannel(ChannelKey(kind, node.id), node.info.schema, node.label) for kind in fed

@@ -47,7 +47,7 @@ from sparkbeam.runners.spark.exact.judges import (
 )
 from sparkbeam.runners.spark.parts.arrow import require_spark_types
 from sparkbeam.runners.spark.parts.python_functions import fail_when
-from sparkbeam.runners.spark.plan.keys import Observation
+from sparkbeam.runners.spark.plan.keys import ChannelKey, Observation
 from sparkbeam.runners.spark.plan.late_filters import LateFilters
 from sparkbeam.runners.spark.plan.phases import (
     TRANSLATED,
@@ -278,6 +278,11 @@ class StreamingContext(Translation):
         if refusal is not None:
             raise refusal
         return judge
+
+    def has_channel(self, key: ChannelKey) -> bool:
+        """Whether the query's feed has the channel `key`: a query over live sources only has
+        none (`plan.streaming_query`)."""
+        return any(channel.key == key for channel in self.plan.channels)
 
     def frame(self, name: str) -> DataFrame:
         """The frame of the feed's channel `name` (`plan.keys.ChannelKey`)."""

@@ -170,9 +170,11 @@ def _declare_watermark(
         raise refusal
     delay = transform.watermark_delay_units(schema, node.label)
     delay_ms = delay // 1000 if kind is _dt.datetime else delay
-    sentinel = run.frame(ChannelKey("sentinel", node.id).name())
     events = frame.withColumn(SENTINEL, F.lit(False))
-    events = events.unionByName(sentinel, allowMissingColumns=True)  # epoch watermarks: null
+    sentinel = ChannelKey("sentinel", node.id)
+    if run.has_channel(sentinel):  # a query the runner feeds: its end of input, idle marks
+        sentinels = run.frame(sentinel.name())
+        events = events.unionByName(sentinels, allowMissingColumns=True)  # epoch marks: null
     time = F.col(column)
     if counted:
         valid = ~F.col(SENTINEL) & time.isNotNull()
