@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -55,6 +56,20 @@ def test_a_staged_origin_is_a_channel_unless_a_file_sink_holds_it() -> None:
     paths = {origin: f"/rows/{origin}" for origin in origins}
     files = query_plan(p.nodes, staged=origins, live=True, staged_paths=paths)
     assert not [channel for channel in files.channels if channel.key.kind == "staged"]
+
+
+def test_a_query_over_live_sources_only_has_no_feed(tmp_path: Path) -> None:
+    """Nothing writes into a live query's feed (no end of input, no idle input's marks), so it
+    has none; collected, the same pipeline's sources are replayed through it."""
+    p = sb.Pipeline()
+    rows = p | sb.ReadFiles(str(tmp_path), schema=SCHEMA, streaming=True)
+    watermark = rows.with_watermark("t", 0).node.id
+    assert query_plan(p.nodes, live=True).channels == ()
+    replayed = query_plan(p.nodes, live=False)
+    assert [channel.key for channel in replayed.channels] == [
+        ChannelKey("source", rows.node.id),
+        ChannelKey("sentinel", watermark),
+    ]
 
 
 def test_a_live_stage_starts_with_one_watermark() -> None:
