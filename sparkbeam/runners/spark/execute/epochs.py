@@ -94,8 +94,6 @@ class EpochFeed:
         self.incoming = directory.rstrip("/") + ".incoming"
         """Where each epoch's file is written before it is renamed into `directory`: outside
         it, since Spark's file source lists (and looks at) every file there, hidden or not."""
-        paths.mkdirs(directory)
-        paths.mkdirs(self.incoming)
         self.files = 0
         marks = marks or {}
         self.channels = {
@@ -110,8 +108,12 @@ class EpochFeed:
         self.arrow = arrow_schema(self.schema)
 
     def open(self, spark: SparkSession) -> None:
-        if not self.channels:  # a query over live sources only: Spark reads all it reads
+        """Make the feed's directories and its stream; a feed with no channel (a query over
+        live sources only) has neither."""
+        if not self.channels:
             return
+        self.paths.mkdirs(self.directory)
+        self.paths.mkdirs(self.incoming)
         reader = spark.readStream.schema(spark_schema(self.schema, "input"))
         stream = reader.option("maxFilesPerTrigger", 1).parquet(self.directory)
         for channel in self.channels.values():

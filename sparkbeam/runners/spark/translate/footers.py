@@ -51,7 +51,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import cast
+from typing import TypeGuard, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -499,12 +499,9 @@ class FootersReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for name in names:
             summaries = self._summaries(name)
             for mark in self.marks:
-                of, watermark = summaries[mark.time], mark.watermark(latest[mark.time])
-                if watermark is not None and of.smallest is not None and of.smallest < watermark:
-                    path = os.path.join(self.directory, name)
-                    late[(name, mark.time, watermark)] = late_rows(
-                        path, mark.time, mark.is_datetime, watermark
-                    )
+                watermark = mark.watermark(latest[mark.time])
+                if _may_hold_late(watermark, summaries[mark.time]):
+                    late[(name, mark.time, watermark)] = self._read_late(name, mark, watermark)
             latest = _after(latest, summaries)
         return late
 
@@ -518,6 +515,11 @@ class FootersReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 counted = None
             if counted is not None:
                 return counted
+        return self._read_late(name, mark, watermark)
+
+    def _read_late(self, name: str, mark: Mark, watermark: int) -> int:
+        """The rows of the file `name` below `watermark` by `mark`'s time, read from its
+        time column (`late_rows`)."""
         path = os.path.join(self.directory, name)
         return late_rows(path, mark.time, mark.is_datetime, watermark)
 
@@ -537,9 +539,7 @@ class FootersReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for mark, keys in zip(self.marks, self.counts.marks, strict=True):
             of = summaries[mark.time]
             watermark = mark.watermark(latest[mark.time])
-            late = 0
-            if watermark is not None and of.smallest is not None and of.smallest < watermark:
-                late = self._late_rows(name, mark, watermark)
+            late = self._late_rows(name, mark, watermark) if _may_hold_late(watermark, of) else 0
             valid = of.rows - of.nulls
             for key, value in (
                 (keys.rows, valid),
@@ -651,6 +651,12 @@ def _cast(values: pa.Array, kind: pa.DataType, name: str, path: str, label: str)
             "coerce_timestamps='us'"
         )
     return values.cast(kind)
+
+
+def _may_hold_late(watermark: int | None, of: Summary) -> TypeGuard[int]:
+    """Whether a file whose time column `of` summarises may hold rows below `watermark`
+    (None: no watermark yet): its footer's smallest time lies below it."""
+    return watermark is not None and of.smallest is not None and of.smallest < watermark
 
 
 def _after(latest: Latest, summaries: dict[str, Summary]) -> Latest:
