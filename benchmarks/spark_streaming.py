@@ -416,12 +416,13 @@ def measure(
     args: argparse.Namespace,
     title: str,
     check: Callable[[list[str]], list[str]],
+    more: Callable[[list[str]], dict[str, Any]] | None = None,
 ) -> None:
     """Run the chosen variants after a warm-up, `--repeat` rounds of all of them in turn (so
     that a change in the machine's load falls on every variant alike); then `check` the
     results of the variants run (untimed; it stops the benchmark on a wrong result and says
     what it checked); print the median of each and the checks as a table, or one JSON line
-    for run.py."""
+    for run.py (with what `more` gives for the variants run)."""
     if args.variants:
         wanted = {"hand-written", *args.variants.split(";")}
         variants = {name: run for name, run in variants.items() if name in wanted}
@@ -462,6 +463,7 @@ def measure(
                     "cpu_ratios": cpu_ratios,
                     "load": load,
                     "checked": checked,
+                    **(more(list(variants)) if more else {}),
                 }
             )
         )

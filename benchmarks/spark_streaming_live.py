@@ -280,21 +280,34 @@ def run_sparkbeam(
     return seconds
 
 
-def print_batches(names: list[str]) -> None:
-    """The first batch and the later ones apart, each as the median of its ratios to the
-    hand-written query's of the same round."""
+def batch_ratios(names: list[str]) -> dict[str, dict[str, float]]:
+    """Of each variant of `names` with one query, the first batch and the later ones apart:
+    the median seconds of each, and the median of its ratios to the hand-written query's of
+    the same round (`first`, `first_ratio`, `later`, `later_ratio`)."""
     base = BATCHES.get("hand-written", [])[1:]  # the first was the warm-up
-    print("first batch (from the start) and the later batches apart:")
-    print(f"{'query':<50} {'first s':>8} {'ratio':>7} {'later s':>8} {'ratio':>7}")
+    found = {}
     for name in names:
         runs = BATCHES.get(name, [])[-len(base) :] if base else []
         if not runs:
             continue
-        first = statistics.median(r[0] / b[0] for r, b in zip(runs, base, strict=True))
-        later = statistics.median(r[1] / b[1] for r, b in zip(runs, base, strict=True) if b[1] > 0)
+        pairs = list(zip(runs, base, strict=True))
+        found[name] = {
+            "first": statistics.median(r[0] for r in runs),
+            "first_ratio": statistics.median(r[0] / b[0] for r, b in pairs),
+            "later": statistics.median(r[1] for r in runs),
+            "later_ratio": statistics.median(r[1] / b[1] for r, b in pairs if b[1] > 0),
+        }
+    return found
+
+
+def print_batches(names: list[str]) -> None:
+    """`batch_ratios` as a table."""
+    print("first batch (from the start) and the later batches apart:")
+    print(f"{'query':<50} {'first s':>8} {'ratio':>7} {'later s':>8} {'ratio':>7}")
+    for name, times in batch_ratios(names).items():
         print(
-            f"{name:<50} {statistics.median(r[0] for r in runs):>8.2f} {first:>6.2f}x"
-            f" {statistics.median(r[1] for r in runs):>8.2f} {later:>6.2f}x"
+            f"{name:<50} {times['first']:>8.2f} {times['first_ratio']:>6.2f}x"
+            f" {times['later']:>8.2f} {times['later_ratio']:>6.2f}x"
         )
 
 
@@ -390,7 +403,7 @@ def main() -> None:
             checked += [f"{name}: streaming queries run: {QUERIES[name]}" for name in merged]
         return checked
 
-    measure(variants, args, title, check)
+    measure(variants, args, title, check, lambda names: {"batches": batch_ratios(names)})
     if not args.json:
         print_batches(list(variants))
     shutil.rmtree(data, ignore_errors=True)
