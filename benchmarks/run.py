@@ -1,6 +1,6 @@
 """sparkbeam's benchmarks: one entry point, one table, every figure measured side by side.
 
-    .venv/bin/python benchmarks/run.py                       # everything (about 25 minutes)
+    .venv/bin/python benchmarks/run.py                       # everything (about 30 minutes)
     .venv/bin/python benchmarks/run.py --only direct,scale   # some sections
     .venv/bin/python benchmarks/run.py --quick               # small scales: a smoke run
 
