@@ -10,6 +10,7 @@ oldest open session))`.
 
 from __future__ import annotations
 
+import warnings
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -74,6 +75,26 @@ def test_without_keys_all_rows_share_sessions(runner: Any) -> None:
         sessions = p | sb.Create(rows) | sb.Session("t", 5)
     out = {(r["user"], r["window_start"], r["window_end"]) for r in p.result.collect(sessions)}
     assert out == {("a", 0, 9), ("b", 0, 9), ("c", 30, 35)}
+
+
+@pytest.mark.spark
+def test_spark_says_once_that_a_session_without_keys_runs_in_one_task(spark_runner: Any) -> None:
+    """A `Session` without keys is one sequence: Spark computes it in one task. The runner
+    says so once, naming the transform and what to do; a keyed one is not named."""
+    rows = [row("a", 0), row("b", 4), row("c", 30)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        p = sb.Pipeline(runner=spark_runner)
+        source = p | sb.Create(rows)
+        visits = source | "Visits" >> sb.Session("t", 5)
+        per_user = source | "PerUser" >> sb.Session("t", 5, keys="user")
+        result = p.run()
+        collected = [result.collect(visits), result.collect(per_user)]
+    assert [len(rows) for rows in collected] == [3, 3]
+    told = [str(w.message) for w in caught if "Session without keys" in str(w.message)]
+    assert len(told) == 1, told
+    assert told[0].startswith("Visits: a Session without keys makes every row one sequence")
+    assert "one task" in told[0] and "keys=" in told[0]
 
 
 def test_datetime_sessions_with_interval_gap(runner: Any) -> None:

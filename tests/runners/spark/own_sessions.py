@@ -41,6 +41,18 @@ try:
     p.run().collect(sums)
 except sb.DataError:
     traceback.print_exc()  # as the interpreter prints an uncaught one
+# A Session without keys, in a batch job and in a streaming one: the runner says once for each
+# that it runs in one task; Spark's own warning, for every window function of the batch job,
+# is dropped
+rows = [{"k": "a", "t": T, "v": 1}, {"k": "b", "t": T + dt.timedelta(seconds=5), "v": 1}]
+p = sb.Pipeline(runner=runner)
+visits = p | sb.Create(rows) | "Visits" >> sb.Session("t", "10 seconds")
+found["without keys"] = [len(p.run().collect(visits))]
+live = sb.TestStream(schema={"k": str, "t": dt.datetime, "v": int})
+live.add_epoch(rows)
+p = sb.Pipeline(runner=runner)
+streamed = (p | live).with_watermark("t", "1 second") | "LiveVisits" >> sb.Session("t", "1 minute")
+found["without keys"].append(len(p.run().collect(streamed)))
 spark = runner.spark
 found["first"] = [spark.conf.get("spark.sql.shuffle.partitions"), runner.started_session]
 # Spark's state store on a restart from a checkpoint, once per store, under its own name

@@ -69,12 +69,29 @@ def test_a_session_the_runner_starts_on_local_2_has_2_shuffle_partitions(
 ) -> None:
     assert own_sessions.returncode == 0, own_sessions.stderr[-3000:]
     found = json.loads(own_sessions.stdout.strip().splitlines()[-1])
-    assert found == {
+    assert {name: found[name] for name in ("first", "local[2]", "again", "conf 7")} == {
         "first": ["2", True],
         "local[2]": ["2", True],
         "again": [True, False],
         "conf 7": ["7", True],
     }
+
+
+def test_a_session_without_keys_is_named_once_and_sparks_lines_about_it_dropped(
+    own_sessions: subprocess.CompletedProcess[str],
+) -> None:
+    """A `Session` without keys runs in one task. Spark warns so for every window function of
+    a batch job (`quiet.ONE_PARTITION_NOTICE`: 8 lines for one collect); a session the runner
+    starts drops them, and the runner warns once per such transform, batch or streaming."""
+    assert own_sessions.returncode == 0, own_sessions.stderr[-3000:]
+    found = json.loads(own_sessions.stdout.strip().splitlines()[-1])
+    assert found["without keys"] == [2, 2]
+    assert "No Partition Defined for Window operation" not in own_sessions.stderr
+    told = [line for line in own_sessions.stderr.splitlines() if "without keys makes" in line]
+    assert [line.split("UserWarning: ")[1].split(":")[0] for line in told] == [
+        "Visits",
+        "LiveVisits",
+    ], told
 
 
 def test_a_session_the_runner_starts_prints_no_chatter_and_still_the_error(

@@ -1,6 +1,6 @@
 """What Spark prints that a user of the runner does not need, kept off the terminal.
 
-Four sources, each silenced where it starts and nowhere else:
+Five sources, each silenced where it starts and nowhere else:
 
 - The Python process that plans a `transformWithState` (pyspark's
   `transform_with_state_driver_worker`, once per query) `print`s five lines
@@ -19,6 +19,11 @@ Four sources, each silenced where it starts and nowhere else:
   checkpoint that it reads the state back (`RESTART_NOTICE`): under a logger
   name of its own per store, so a session the runner starts drops that one
   message with a log4j filter.
+- Spark warns that a window function over all rows moves them into one
+  partition, for every such function it evaluates: several lines per job of
+  a `Session` without keys. The runner warns once per such `Session`, naming
+  it and what to do; a session the runner starts drops Spark's message with
+  a log4j filter (`ONE_PARTITION_NOTICE`).
 - pyspark logs a JSON ERROR line ("SQLQueryContextLogger") as it converts
   each engine exception. While the runner waits on its own queries
   (`converting`), those records are dropped: the runner raises the error.
@@ -58,6 +63,13 @@ is what a restart does. It logs under a name of its own per store (`HDFSBackedSt
 StateStoreProviderId[...]`), which no logger level reaches but its whole package's: a session
 the runner starts drops this message alone (`quiet_session`); the store's other warnings (a
 snapshot or clean-up that failed) still show."""
+
+ONE_PARTITION_NOTICE = "No Partition Defined for Window operation!.*"
+"""Spark warns "No Partition Defined for Window operation! Moving all data to a single
+partition, this can cause serious performance degradation." for each window function over all
+rows it evaluates: a `Session` without keys gives several per job. The runner warns once per
+such transform, naming it and what to do (`translate.session.warn_one_task`); a session the
+runner starts drops Spark's message (`quiet_session`)."""
 
 LOGGER_LEVELS = {
     # WARN on every streaming query: AQE off for streaming, and for stateful workloads
@@ -114,6 +126,7 @@ def quiet_session(spark: Any) -> None:
     for name, value in LOGGER_LEVELS.items():
         configurator.setLevel(name, level.toLevel(value))
     _drop(spark.sparkContext._jvm, RESTART_NOTICE)
+    _drop(spark.sparkContext._jvm, ONE_PARTITION_NOTICE)
     _QUIET.add(spark)
 
 
