@@ -125,24 +125,26 @@ def quiet_session(spark: Any) -> None:
     configurator, level = levels
     for name, value in LOGGER_LEVELS.items():
         configurator.setLevel(name, level.toLevel(value))
-    _drop(spark.sparkContext._jvm, RESTART_NOTICE)
-    _drop(spark.sparkContext._jvm, ONE_PARTITION_NOTICE)
+    _drop(spark.sparkContext._jvm, RESTART_NOTICE, ONE_PARTITION_NOTICE)
     _QUIET.add(spark)
 
 
-def _drop(jvm: Any, message: str) -> None:
-    """Drop every log record whose whole message matches the regular expression `message`:
-    a log4j `RegexFilter` on the root logger's configuration (that of every logger with no
-    configuration of its own), added once per JVM."""
+def _drop(jvm: Any, *messages: str) -> None:
+    """Drop every log record whose whole message matches one of the regular expressions
+    `messages`: a log4j `RegexFilter` each on the root logger's configuration (that of every
+    logger with no configuration of its own), added once per JVM."""
     log4j = jvm.org.apache.logging.log4j
     context = log4j.LogManager.getContext(False)
     root = context.getConfiguration().getRootLogger()
     present = root.getFilter()
-    if present is not None and message in str(present.toString()):
+    added = str(present.toString()) if present is not None else ""
+    missing = [message for message in messages if message not in added]
+    if not missing:
         return
     result = log4j.core.Filter.Result
     regex = log4j.core.filter.RegexFilter
-    root.addFilter(regex.createFilter(message, None, False, result.DENY, result.NEUTRAL))
+    for message in missing:
+        root.addFilter(regex.createFilter(message, None, False, result.DENY, result.NEUTRAL))
     context.updateLoggers()
 
 

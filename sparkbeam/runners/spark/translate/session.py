@@ -93,16 +93,14 @@ def session_in_range(
     return frame.withColumn(column, fail_when(outside, F.col(column), label, schema, words))
 
 
-def warn_one_task(node: Node) -> None:
+def warn_one_task(session: Session, label: str) -> None:
     """Warn, once per transform, that a `Session` without keys runs in one task: its rows are
     one sequence (in place of Spark's own warning, repeated for every window it computes,
     which a session the runner starts drops: `quiet.ONE_PARTITION_NOTICE`)."""
-    transform = node.transform
-    assert isinstance(transform, Session)
-    if transform.keys:
+    if session.keys:
         return
     warnings.warn(
-        f"{node.label}: a Session without keys makes every row one sequence, so Spark "
+        f"{label}: a Session without keys makes every row one sequence, so Spark "
         "computes its sessions in one task, on one core; the rows are right. Give keys= "
         "(the columns a session belongs to, such as a user id) to compute them per key, "
         "spread over the cluster",
@@ -114,7 +112,7 @@ def warn_one_task(node: Node) -> None:
 def session(translation: Translation, node: Node, inputs: Sequence[DataFrame]) -> Made:
     transform = node.transform
     assert isinstance(transform, Session)
-    warn_one_task(node)
+    warn_one_task(transform, node.label)
     schema = input_schema(translation, node)
     kind = schema.type_of(transform.column)
     gap_units = transform.gap_units(schema, node.label)
@@ -177,7 +175,7 @@ def streaming_session(translation: Translation, node: Node, inputs: Sequence[Dat
     run = as_streaming(translation)
     transform = node.transform
     assert isinstance(transform, Session)
-    warn_one_task(node)
+    warn_one_task(transform, node.label)
     schema = run.nodes[node.inputs[0]].info.schema
     judge = run.exact_judge(node, transform.column)
     gap = transform.gap_units(schema, node.label)
